@@ -1,0 +1,236 @@
+"""The generation loop: preallocated KV cache, chunked prefill, prefix reuse, sampling.
+
+The cache is sized to the context once and written in place, so decoding
+allocates nothing per token but the op outputs.  A conversation that grows
+turn by turn keeps its cached prefix: only the new tokens are prefilled.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from .models.base import CausalLM
+
+PREFILL_CHUNK = 256
+
+
+class KVCache:
+    """Keys and values of every layer, preallocated to ``max_len`` positions."""
+
+    def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, max_len: int, batch: int = 1):
+        shape = (n_layers, batch, n_kv_heads, max_len, head_dim)
+        self.keys = np.zeros(shape, dtype=np.float32)
+        self.values = np.zeros(shape, dtype=np.float32)
+        self.max_len = max_len
+        self.offset = 0  # tokens already stored
+
+    @classmethod
+    def for_model(cls, model: CausalLM, max_len: Optional[int] = None) -> "KVCache":
+        n = min(max_len or model.max_context, model.max_context)
+        return cls(model.n_layers, model.n_kv_heads, model.head_dim, n)
+
+    def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Store ``k``/``v`` ``(B, Hkv, L, d)`` after the cached tokens; return all of them."""
+        L = k.shape[2]
+        end = self.offset + L
+        if end > self.max_len:
+            raise ValueError(f"KV cache overflow: {end} > {self.max_len}")
+        self.keys[layer, :, :, self.offset : end] = k
+        self.values[layer, :, :, self.offset : end] = v
+        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
+
+    def advance(self, n: int) -> None:
+        """Called by the model once every layer has stored ``n`` new positions."""
+        self.offset += n
+
+    def truncate(self, n: int) -> None:
+        """Forget everything after the first ``n`` positions (prefix reuse)."""
+        self.offset = min(self.offset, n)
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.values.nbytes
+
+
+@dataclass
+class SamplingParams:
+    """Decoding options; ``temperature == 0`` means greedy."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: Optional[int] = None
+    stop: Sequence[str] = ()
+    eos_token_ids: Sequence[int] = ()
+
+
+def sample(logits: np.ndarray, params: SamplingParams, history: Sequence[int], rng: np.random.Generator) -> int:
+    """Pick the next token from ``logits`` ``(V,)``."""
+    z = logits.astype(np.float64, copy=True)
+    if params.repetition_penalty != 1.0 and len(history):
+        seen = np.unique(np.asarray(history, dtype=np.int64))
+        vals = z[seen]
+        z[seen] = np.where(vals > 0, vals / params.repetition_penalty, vals * params.repetition_penalty)
+    if params.temperature <= 0:
+        return int(np.argmax(z))
+    z = z / params.temperature
+    if params.top_k and params.top_k < z.size:
+        kth = np.partition(z, -params.top_k)[-params.top_k]
+        z = np.where(z < kth, -np.inf, z)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    if params.min_p > 0:
+        p = np.where(p < params.min_p * p.max(), 0.0, p)
+        p /= p.sum()
+    if params.top_p < 1.0:
+        order = np.argsort(-p)
+        cum = np.cumsum(p[order])
+        keep = order[: int(np.searchsorted(cum, params.top_p)) + 1]
+        mask = np.zeros_like(p)
+        mask[keep] = p[keep]
+        p = mask / mask.sum()
+    return int(rng.choice(p.size, p=p))
+
+
+@dataclass
+class GenerationResult:
+    tokens: list[int] = field(default_factory=list)
+    text: str = ""
+    finish_reason: str = "length"
+    prefill_tokens: int = 0
+    reused_tokens: int = 0
+    time_to_first_token_ms: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    last_prefill_logits: Optional[np.ndarray] = None
+
+
+class Generator:
+    """Runs a :class:`CausalLM` with a persistent cache, reusing the cached prefix."""
+
+    def __init__(self, model: CausalLM, max_context: Optional[int] = None):
+        self.model = model
+        self.cache = KVCache.for_model(model, max_context)
+        self.cached_ids: list[int] = []
+
+    @property
+    def context_length(self) -> int:
+        return self.cache.max_len
+
+    def prefill(self, ids: Sequence[int]) -> tuple[np.ndarray, int]:
+        """Bring the cache to ``ids``; return the last position's logits and tokens reused."""
+        ids = list(ids)
+        common = 0
+        for a, b in zip(self.cached_ids, ids):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(ids) - 1)  # at least one token must run to get logits
+        self.cache.truncate(common)
+        self.cached_ids = ids[:common]
+        h = None
+        for start in range(common, len(ids), PREFILL_CHUNK):
+            chunk = ids[start : start + PREFILL_CHUNK]
+            h = self.model.forward(np.asarray([chunk], dtype=np.int64), self.cache)
+            self.cached_ids.extend(chunk)
+        logits = self.model.logits(h[:, -1:, :])[0, -1]
+        return logits, common
+
+    def step(self, token: int) -> np.ndarray:
+        """Feed one token; return the next-token logits."""
+        h = self.model.forward(np.asarray([[token]], dtype=np.int64), self.cache)
+        self.cached_ids.append(token)
+        return self.model.logits(h)[0, -1]
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        decode: Callable[[int], str],
+        on_text: Optional[Callable[[str], bool | None]] = None,
+        after_prefill: Optional[Callable[[np.ndarray], bool]] = None,
+    ) -> GenerationResult:
+        """Prefill then decode until EOS, a stop string, ``max_tokens`` or the context end.
+
+        ``decode(token)`` returns the new text for a token (a streaming
+        detokeniser); ``on_text(piece)`` may return ``False`` to stop early;
+        ``after_prefill(logits)`` may return ``False`` to skip decoding (the
+        router decided to hand off).
+        """
+        res = GenerationResult()
+        rng = np.random.default_rng(params.seed)
+        t0 = time.perf_counter()
+        logits, res.reused_tokens = self.prefill(prompt_ids)
+        res.prefill_tokens = len(prompt_ids) - res.reused_tokens
+        res.last_prefill_logits = logits
+        res.prefill_s = time.perf_counter() - t0
+        if after_prefill is not None and after_prefill(logits) is False:
+            res.finish_reason = "handoff"
+            return res
+        eos = set(params.eos_token_ids)
+        history = list(prompt_ids)
+        text = ""
+        emitted = 0
+        t1 = time.perf_counter()
+        while True:
+            tok = sample(logits, params, history, rng)
+            if not res.tokens:
+                res.time_to_first_token_ms = (time.perf_counter() - t0) * 1000.0
+            if tok in eos:
+                res.finish_reason = "stop"
+                break
+            res.tokens.append(tok)
+            history.append(tok)
+            text += decode(tok)
+            hit = _find_stop(text, params.stop)
+            if hit is not None:
+                text = text[:hit]
+                res.finish_reason = "stop"
+                break
+            # Hold back a tail that may turn out to be the start of a stop string.
+            safe = len(text) - _stop_prefix_len(text, params.stop)
+            if on_text is not None and safe > emitted:
+                piece, emitted = text[emitted:safe], safe
+                if on_text(piece) is False:
+                    res.finish_reason = "cancelled"
+                    break
+            if len(res.tokens) >= params.max_tokens:
+                res.finish_reason = "length"
+                break
+            if self.cache.offset >= self.cache.max_len:
+                res.finish_reason = "context"
+                break
+            logits = self.step(tok)
+        if on_text is not None and len(text) > emitted and res.finish_reason != "cancelled":
+            on_text(text[emitted:])
+        res.decode_s = time.perf_counter() - t1
+        res.text = text
+        return res
+
+
+def _find_stop(text: str, stops: Sequence[str]) -> Optional[int]:
+    best = None
+    for s in stops:
+        if s:
+            i = text.find(s)
+            if i >= 0 and (best is None or i < best):
+                best = i
+    return best
+
+
+def _stop_prefix_len(text: str, stops: Sequence[str]) -> int:
+    """Length of the longest tail of ``text`` that is a proper prefix of a stop string."""
+    best = 0
+    for s in stops:
+        for n in range(min(len(s) - 1, len(text)), best, -1):
+            if text.endswith(s[:n]):
+                best = n
+                break
+    return best
