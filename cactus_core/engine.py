@@ -22,6 +22,7 @@ from .errors import BadRequestError, CactusError, ModelLoadError
 from .generate import Generator, SamplingParams
 from .graph import Ops
 from .models import model_module
+from .models.base import CausalLM
 from .routing import DEFAULT_THRESHOLD, Prefill
 from .weights import load_weights, read_json
 
@@ -71,8 +72,9 @@ class Engine:
         self.path, self.model, self.tokenizer, self.ops = path, model, tokenizer, ops
         self.config, self.manifest, self.options = config, manifest, options
         self.name = options.get("name") or os.path.basename(os.path.normpath(path))
-        self.generator = Generator(model, context_length) if hasattr(model, "forward") else None
+        self.generator = Generator(model, context_length) if isinstance(model, CausalLM) else None
         self._router = None
+        self.rag = None  # a RagIndex when loaded with corpus_dir
 
     # --- loading -------------------------------------------------------------
     @classmethod
@@ -94,7 +96,12 @@ class Engine:
 
         tokenizer = Tokenizer.from_dir(path)
         ctx = min(context_length or DEFAULT_CONTEXT, getattr(net, "max_context", DEFAULT_CONTEXT))
-        return cls(path, net, tokenizer, ops, config, weights.manifest, ctx, options)
+        engine = cls(path, net, tokenizer, ops, config, weights.manifest, ctx, options)
+        if options.get("corpus_dir"):
+            from .rag import RagIndex
+
+            engine.rag = RagIndex.open(options["corpus_dir"], embedder=options.get("embedder") or engine)
+        return engine
 
     @property
     def backend(self) -> str:
@@ -176,6 +183,8 @@ class Engine:
             raise BadRequestError(f"{self.name} is an embedding model; use embed(), not complete()")
         messages = validate_messages(messages)
         tools = validate_tools(tools)
+        if self.rag is not None:
+            messages, result["sources"] = self.rag.augment(messages)
         prompt = self.tokenizer.encode_chat(messages, tools=tools, add_generation_prompt=True)
         limit = self.context_length
         if len(prompt) >= limit:
@@ -250,6 +259,12 @@ class Engine:
             out.append(h.mean(axis=0))
         v = np.stack(out).astype(np.float32)
         return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    def rag_query(self, text: str, k: int = 4) -> list[dict]:
+        """The ``k`` corpus chunks closest to ``text``, with their scores and sources."""
+        if self.rag is None:
+            raise BadRequestError("no corpus loaded; pass corpus_dir= to cactus.load")
+        return self.rag.query(text, k)
 
     def logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """Next-token logits at every position ``(len, vocab)`` in float32."""
