@@ -286,3 +286,44 @@ def render(source: str, messages: list[dict], tools: list[dict] | None = None,
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:
         raise BadRequestError(f"the model's chat template failed on these messages: "
                               f"{type(e).__name__}: {e}") from None
+
+
+# ---------------------------------------------------------------- control-token sanitising
+#
+# Untrusted text that contains "<|im_end|>\n<|im_start|>system" would otherwise be
+# encoded as real control tokens: a prompt injection.  With sanitising on, control
+# tokens inside request strings are wrapped in private-use markers before rendering,
+# and encoded as plain text afterwards (transformers' sanitize_control_tokens=True).
+
+MARK_START, MARK_END = "\U000f0000", "\U000f0001"
+
+
+@lru_cache(maxsize=16)
+def template_literals(source: str) -> str:
+    """Every literal string in a template, NUL-joined so a search can't straddle two."""
+    import jinja2.nodes
+
+    tree = compile_template(source).environment.parse(source)
+    texts = {n.data for n in tree.find_all(jinja2.nodes.TemplateData)}
+    texts |= {n.value for n in tree.find_all(jinja2.nodes.Const) if isinstance(n.value, str)}
+    return "\0".join(texts)
+
+
+@lru_cache(maxsize=16)
+def control_patterns(tokens: tuple[str, ...]) -> tuple[re.Pattern, re.Pattern]:
+    """(a regex for any control token, a regex for a marked token or a stray marker); longest first."""
+    alternatives = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True)) or "(?!)"
+    return re.compile(alternatives), re.compile(f"{MARK_START}({alternatives}){MARK_END}|[{MARK_START}{MARK_END}]")
+
+
+def mark_control_tokens(obj: Any, pattern: re.Pattern) -> Any:
+    """Wrap control tokens in every string of ``obj`` (dict keys excepted) with the markers."""
+    if isinstance(obj, str):
+        # Strip markers the user sent, so nobody can forge a "trusted" token.
+        obj = obj.replace(MARK_START, "").replace(MARK_END, "")
+        return pattern.sub(lambda m: MARK_START + m.group(0) + MARK_END, obj)
+    if isinstance(obj, dict):
+        return {k: mark_control_tokens(v, pattern) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [mark_control_tokens(v, pattern) for v in obj]
+    return obj

@@ -178,6 +178,7 @@ class Engine:
     def _complete(self, result, t0, messages, tools, on_token, cloud, cloud_timeout_ms,
                   confidence_threshold, params: SamplingParams) -> None:
         from .chat_template import validate_messages, validate_tools
+        from .tool_calls import split_reasoning
 
         if self.generator is None:
             raise BadRequestError(f"{self.name} is an embedding model; use embed(), not complete()")
@@ -221,8 +222,8 @@ class Engine:
             return False
 
         self.model.capture = tuple(getattr(self.router(), "layers", ()))
-        gen = self.generator.generate(prompt, params, stream.feed,
-                                      on_text=on_token, after_prefill=after_prefill)
+        gen = self.generator.generate(prompt, params, stream.feed, on_text=on_token,
+                                      after_prefill=after_prefill, flush=stream.flush)
         result["prefill_tokens"] = gen.prefill_tokens
         result["prefill_tps"] = round(gen.prefill_tokens / gen.prefill_s, 2) if gen.prefill_s > 0 else 0.0
         if result["cloud_handoff"]:
@@ -232,9 +233,11 @@ class Engine:
             result["time_to_first_token_ms"] = round((time.perf_counter() - t0) * 1000.0, 3)
             result["finish_reason"] = "stop"
         else:
-            text = gen.text
+            text, reasoning = split_reasoning(gen.text)
             content, calls = self.tokenizer.parse_tool_calls(text, tools=tools)
             result["response"] = content
+            if reasoning:
+                result["reasoning_content"] = reasoning
             result["function_calls"] = calls
             result["decode_tokens"] = len(gen.tokens)
             result["time_to_first_token_ms"] = round(gen.time_to_first_token_ms, 3)

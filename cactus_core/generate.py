@@ -156,13 +156,15 @@ class Generator:
         decode: Callable[[int], str],
         on_text: Optional[Callable[[str], bool | None]] = None,
         after_prefill: Optional[Callable[[np.ndarray], bool]] = None,
+        flush: Optional[Callable[[], str]] = None,
     ) -> GenerationResult:
         """Prefill then decode until EOS, a stop string, ``max_tokens`` or the context end.
 
         ``decode(token)`` returns the new text for a token (a streaming
         detokeniser); ``on_text(piece)`` may return ``False`` to stop early;
         ``after_prefill(logits)`` may return ``False`` to skip decoding (the
-        router decided to hand off).
+        router decided to hand off); ``flush()`` returns text the detokeniser
+        still holds (an incomplete character) once decoding ends.
         """
         res = GenerationResult()
         rng = np.random.default_rng(params.seed)
@@ -208,6 +210,8 @@ class Generator:
                 res.finish_reason = "context"
                 break
             logits = self.step(tok)
+        if flush is not None and res.finish_reason in ("length", "context"):
+            text += flush()
         if on_text is not None and len(text) > emitted and res.finish_reason != "cancelled":
             on_text(text[emitted:])
         res.decode_s = time.perf_counter() - t1

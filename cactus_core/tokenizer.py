@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cactus_core.chat_template import render, validate_messages, validate_tools
+from cactus_core.chat_template import (control_patterns, mark_control_tokens, render, template_literals,
+                                       validate_messages, validate_tools)
 from cactus_core.errors import BadRequestError, ModelLoadError
 from cactus_core.tool_calls import STYLES, detect_style, parse_tool_calls, split_reasoning
 
@@ -66,8 +67,14 @@ class Tokenizer:
             if text is not None:
                 self.special_tokens[key] = text
         self.chat_template = chat_template if chat_template is not None else config.get("chat_template")
+        self._chat_control_tokens = config.get("chat_control_tokens")
         if isinstance(self.chat_template, list):  # [{"name": ..., "template": ...}, ...]
-            self.chat_template = {t["name"]: t["template"] for t in self.chat_template}
+            try:
+                self.chat_template = {t["name"]: t["template"] for t in self.chat_template}
+            except (TypeError, KeyError):
+                raise ModelLoadError(f"{name}: chat_template list entries need 'name' and 'template'") from None
+        if self.chat_template is not None and not isinstance(self.chat_template, (str, dict)):
+            raise ModelLoadError(f"{name}: chat_template must be a string, got {type(self.chat_template).__name__}")
 
         bos = self.special_tokens.get("bos_token")
         self.bos_token_id = self._tok.token_to_id(bos) if bos else None
@@ -107,6 +114,10 @@ class Tokenizer:
             backend = HFTokenizer.from_file(str(tok_file))
         except Exception as e:  # the Rust side raises a bare Exception with a long message
             raise ModelLoadError(f"{tok_file} could not be loaded: {str(e).splitlines()[0][:200]}") from None
+        # Some tokenizer.json files (BERT exports) pin padding/truncation to 128; transformers
+        # ignores those unless asked per call, and so do we: callers pad and truncate themselves.
+        backend.no_padding()
+        backend.no_truncation()
         config = _read_json(root / "tokenizer_config.json")
         template = None
         if (root / "chat_template.jinja").is_file():  # newer checkpoints keep it beside the config
@@ -158,15 +169,66 @@ class Tokenizer:
     def apply_chat_template(self, messages, tools=None, add_generation_prompt: bool = True,
                             documents=None, **extra) -> str:
         """Validate and render a conversation to the prompt text the model was trained on."""
-        messages = validate_messages(messages)
-        tools = validate_tools(tools)
-        return render(self._template_for(tools), messages, tools=tools, documents=documents,
-                      add_generation_prompt=add_generation_prompt, special_tokens=self.special_tokens, **extra)
+        return self._render(messages, tools, add_generation_prompt, documents, extra, sanitize=False)[0]
 
-    def encode_chat(self, messages, tools=None, add_generation_prompt: bool = True, **extra) -> list[int]:
-        """Prompt token ids, exactly as transformers' ``apply_chat_template(tokenize=True)``."""
-        text = self.apply_chat_template(messages, tools=tools, add_generation_prompt=add_generation_prompt, **extra)
-        return self.encode(text, add_special_tokens=False)
+    def encode_chat(self, messages, tools=None, add_generation_prompt: bool = True,
+                    sanitize_control_tokens: bool = False, documents=None, **extra) -> list[int]:
+        """Prompt token ids, exactly as transformers' ``apply_chat_template(tokenize=True)``.
+
+        With ``sanitize_control_tokens`` (for untrusted input), control tokens written
+        inside the request's strings are encoded as plain text, as transformers does
+        with the same flag; only the template's own control tokens stay tokens.
+        """
+        text, source = self._render(messages, tools, add_generation_prompt, documents, extra,
+                                    sanitize=sanitize_control_tokens)
+        if not sanitize_control_tokens:
+            return self.encode(text, add_special_tokens=False)
+        return self._encode_marked(text, self._control_tokens(source))
+
+    def _render(self, messages, tools, add_generation_prompt, documents, extra, sanitize):
+        messages, tools = validate_messages(messages), validate_tools(tools)
+        source = self._template_for(tools)
+        if sanitize:
+            pattern, _ = control_patterns(self._control_tokens(source))
+            messages, tools, documents, extra = (mark_control_tokens(x, pattern)
+                                                 for x in (messages, tools, documents, extra))
+        text = render(source, messages, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt,
+                      special_tokens=self.special_tokens, **extra)
+        return text, source
+
+    def _control_tokens(self, source: str) -> tuple[str, ...]:
+        """Special added tokens, plus the other added tokens the template itself writes (or the config lists)."""
+        added = self._tok.get_added_tokens_decoder().values()
+        if self._chat_control_tokens is not None:
+            listed = set(self._chat_control_tokens)
+            return tuple(t.content for t in added if t.special or t.content in listed)
+        literals = template_literals(source)
+        # Whitespace tokens (Gemma's "\n") appear in templates as ordinary text.
+        return tuple(t.content for t in added if t.special or (t.content in literals and not t.content.isspace()))
+
+    def _encode_marked(self, chat: str, control_tokens: tuple[str, ...]) -> list[int]:
+        # split() gives [text, marked token, text, ...] with None for a stray marker.
+        pieces = control_patterns(control_tokens)[1].split(chat)
+        newline = self.encode("\n")
+        ids = self.encode(pieces[0])
+        for i, piece in enumerate(pieces[1:], start=1):
+            if piece:
+                ids += self._encode_piece(piece, as_text=i % 2 == 1, newline=newline)
+        return ids
+
+    def _encode_piece(self, piece: str, as_text: bool, newline: list[int]) -> list[int]:
+        encode = self._encode_plain if as_text else self.encode
+        # Encode after a newline so SentencePiece adds no word-start space mid-prompt, then drop it.
+        ids = encode("\n" + piece)
+        return ids[len(newline):] if ids[:len(newline)] == newline else encode(piece)
+
+    def _encode_plain(self, text: str) -> list[int]:
+        """Encode ignoring every added token, special or not: normaliser, pre-tokeniser, model."""
+        tok = self._tok
+        if tok.normalizer is not None:
+            text = tok.normalizer.normalize_str(text)
+        words = [w for w, _ in tok.pre_tokenizer.pre_tokenize_str(text)] if tok.pre_tokenizer is not None else [text]
+        return [t.id for w in words for t in tok.model.tokenize(w)]
 
     def parse_tool_calls(self, text: str, tools=None, style: str | None = None) -> tuple[str, list[dict]]:
         """Split generated text into (response, function_calls) using this model's call format."""
@@ -193,6 +255,7 @@ class StreamDecoder:
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True):
         self._decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+        self._hidden = tokenizer.is_special if skip_special_tokens else (lambda token_id: False)
         self.ids: list[int] = []
         self._prefix = 0  # window start: context only, already emitted
         self._read = 0  # everything before this has been emitted
@@ -219,5 +282,10 @@ class StreamDecoder:
         # exact-concatenation property; give out the part that is new at least.
         cut = len(before) if clean else len(os.path.commonprefix([before, after]))
         new = after[cut:]
-        self._prefix, self._read = self._read, len(self.ids)
+        # The next window starts where this chunk did (a character boundary), unless
+        # the chunk is all skipped special tokens: a window's first visible token
+        # loses its SentencePiece leading space, so it must be context, never new text.
+        if not all(self._hidden(i) for i in self.ids[self._read:]):
+            self._prefix = self._read
+        self._read = len(self.ids)
         return new

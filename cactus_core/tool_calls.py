@@ -192,7 +192,9 @@ def _parse_llama3(text: str, tools=None):
         if found:
             return text[:tag].strip(), found
         return text, []
-    found = _known(_json_calls(text), tools)  # the whole reply is the call
+    # The whole reply is the call: JSON, or (decoders drop the special <|python_tag|>)
+    # a python call, trusted only when it names one of the request's tools.
+    found = _known(_json_calls(text) or (_python_calls(text, tools) if tools else None), tools)
     return ("", found) if found else (text, [])
 
 
