@@ -173,7 +173,13 @@ def cmd_plugins(args) -> int:
 
 
 #: Subcommand builders; other modules append ``(name, builder)`` pairs.
-COMMANDS: list[Callable] = [_add_run, _add_plugins]
+def _add_probe(sub) -> None:
+    from .probe_train import add_probe_command
+
+    add_probe_command(sub)
+
+
+COMMANDS: list[Callable] = [_add_run, _add_plugins, _add_probe]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,3 +19,6 @@ def cactus_register_routers(register):
     register("entropy", routing.EntropyRouter)
     register("always_local", routing.AlwaysLocalRouter)
     register("always_cloud", routing.AlwaysCloudRouter)
+    from .probe import ProbeRouter
+
+    register("probe", ProbeRouter)
