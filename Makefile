@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PROMPT ?= Set an alarm for 7:30 tomorrow morning
 # Distributions installed beside the core (each is its own plugin package).
-PLUGINS :=
+PLUGINS := -e ./plugins/cloud
 
 STAMP := $(VENV)/.installed
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import structlog
 
-from . import plugins
+from . import handoff, plugins
 from .device import rss_mb
 from .errors import BadRequestError, CactusError, ModelLoadError
 from .generate import Generator, SamplingParams
@@ -132,19 +132,19 @@ class Engine:
             self._router = available[name](self)
         return self._router
 
-    def _cloud_provider(self, cloud: Any):
-        """The cloud provider for this request, or (None, reason)."""
-        if cloud is False or self.options.get("cloud") is False:
-            return None, "cloud handoff disabled"
-        config = cloud if isinstance(cloud, dict) else self.options.get("cloud") or _cloud_from_env()
-        if not config:
-            return None, "no cloud provider configured"
-        name = config.get("provider", "openai")
-        providers = plugins.cloud_providers()
-        if name not in providers:
-            known = ", ".join(sorted(providers)) or "none installed (pip install ./plugins/cloud)"
-            return None, f"cloud provider '{name}' is not installed; available: {known}"
-        return providers[name](config), None
+    def next_tier(self) -> Optional["Engine"]:
+        """The larger local model to ask when this one is unsure (``tiers`` option), loaded once."""
+        tiers = self.options.get("tiers") or []
+        if not tiers:
+            return None
+        if getattr(self, "_next", None) is None:
+            spec = dict(tiers[0]) if isinstance(tiers[0], dict) else {"model": tiers[0]}
+            options = {k: v for k, v in self.options.items() if k not in ("tiers", "confidence_threshold", "name")}
+            options["tiers"] = tiers[1:]
+            if spec.get("confidence_threshold") is not None:
+                options["confidence_threshold"] = spec["confidence_threshold"]
+            self._next = Engine.load(spec["model"], backend=spec.get("backend", "auto"), **options)
+        return self._next
 
     # --- the main call -----------------------------------------------------------
     def complete(self, messages: Any, tools: Any = None, max_tokens: int = 256,
@@ -198,27 +198,45 @@ class Engine:
         result["confidence_threshold"] = threshold
         timeout_s = (cloud_timeout_ms or self.options.get("cloud_timeout_ms") or DEFAULT_CLOUD_TIMEOUT_MS) / 1000.0
         stream = self.tokenizer.stream_decoder()
-        cloud_answer: dict = {}
+        handed: dict = {}  # the answer of the tier or cloud that took over
 
         def after_prefill(logits: np.ndarray) -> bool:
             confidence = float(self.router().score(Prefill(logits, dict(self.model.captured))))
             result["confidence"] = round(confidence, 4)
             if confidence >= threshold:
-                result["cloud_handoff_reason"] = "confident"
+                result["cloud_handoff_reason"] = handoff.CONFIDENT
                 return True
-            provider, reason = self._cloud_provider(cloud)
-            if provider is None:
-                result["cloud_handoff_reason"] = f"low confidence; {reason}; answered locally"
+            if handoff.handoff_disabled(cloud, self.options):
+                result["cloud_handoff_reason"] = handoff.DISABLED
+                return True
+            tier = self.next_tier()
+            if tier is not None:  # small local -> large local -> ... -> cloud
+                answer = tier.complete(messages, tools, max_tokens=params.max_tokens,
+                                       temperature=params.temperature, cloud=cloud,
+                                       cloud_timeout_ms=cloud_timeout_ms, on_token=on_token)
+                if answer["success"]:
+                    handed.update(answer)
+                    result["tier"] = answer["tier"]
+                    result["cloud_handoff"] = answer["cloud_handoff"]
+                    result["cloud_handoff_reason"] = (
+                        handoff.LOW_CONFIDENCE if answer["cloud_handoff"] else answer["cloud_handoff_reason"])
+                    return False
+            config = handoff.cloud_config(cloud, self.options)
+            if not config:
+                result["cloud_handoff_reason"] = handoff.NO_PROVIDER
                 return True
             try:
-                cloud_answer.update(provider.complete(messages, tools, max_tokens=params.max_tokens,
-                                                      temperature=params.temperature,
-                                                      timeout_s=timeout_s, on_token=on_token))
+                handed.update(handoff.call_cloud(
+                    config, messages, tools, max_tokens=params.max_tokens,
+                    temperature=params.temperature, timeout_s=timeout_s, on_token=on_token,
+                    redact=self.options.get("redact", True)))
             except CactusError as exc:  # the local answer is the fallback, never lost
-                result["cloud_handoff_reason"] = f"low confidence; cloud failed ({exc}); answered locally"
+                result["cloud_handoff_reason"] = handoff.error_reason(exc)
+                result["cloud_error"] = str(exc)
                 return True
             result["cloud_handoff"] = True
-            result["cloud_handoff_reason"] = "low confidence"
+            result["cloud_handoff_reason"] = handoff.LOW_CONFIDENCE
+            result["tier"] = "cloud"
             return False
 
         self.model.capture = tuple(getattr(self.router(), "layers", ()))
@@ -226,12 +244,15 @@ class Engine:
                                       after_prefill=after_prefill, flush=stream.flush)
         result["prefill_tokens"] = gen.prefill_tokens
         result["prefill_tps"] = round(gen.prefill_tokens / gen.prefill_s, 2) if gen.prefill_s > 0 else 0.0
-        if result["cloud_handoff"]:
-            result["response"] = cloud_answer.get("response", "")
-            result["function_calls"] = cloud_answer.get("function_calls", [])
-            result["cloud_model"] = cloud_answer.get("model")
+        if handed:
+            result["response"] = handed.get("response", "")
+            result["function_calls"] = handed.get("function_calls", [])
+            for key in ("redactions", "decode_tokens"):
+                if handed.get(key):
+                    result[key] = handed[key]
+            result["cloud_model"] = handed.get("cloud_model") or handed.get("model")
             result["time_to_first_token_ms"] = round((time.perf_counter() - t0) * 1000.0, 3)
-            result["finish_reason"] = "stop"
+            result["finish_reason"] = handed.get("finish_reason") or "stop"
         else:
             text, reasoning = split_reasoning(gen.text)
             content, calls = self.tokenizer.parse_tool_calls(text, tools=tools)
@@ -293,17 +314,8 @@ def _empty_result(engine: Engine) -> dict:
         "cloud_handoff_reason": None, "time_to_first_token_ms": 0.0, "total_time_ms": 0.0,
         "prefill_tps": 0.0, "decode_tps": 0.0, "ram_usage_mb": 0.0, "prefill_tokens": 0,
         "decode_tokens": 0, "total_tokens": 0, "model": engine.name, "backend": engine.backend,
-        "finish_reason": None,
+        "finish_reason": None, "tier": engine.name,
     }
-
-
-def _cloud_from_env() -> Optional[dict]:
-    provider = os.environ.get("CACTUS_CLOUD_PROVIDER")
-    if not provider:
-        return None
-    return {"provider": provider, "model": os.environ.get("CACTUS_CLOUD_MODEL"),
-            "api_base": os.environ.get("CACTUS_CLOUD_API_BASE"),
-            "api_key": os.environ.get("CACTUS_CLOUD_API_KEY")}
 
 
 def _positive_int(value: Any, name: str) -> int:

@@ -1,0 +1,1 @@
+"""Example third-party Cactus cloud provider for Ollama's native chat API."""
