@@ -34,6 +34,14 @@ def _add_run(sub) -> None:
     p.add_argument("--confidence-threshold", type=float, default=None)
     p.add_argument("--cloud-timeout-ms", type=int, default=None)
     p.add_argument("--no-cloud-handoff", action="store_true", help="always answer locally")
+    p.add_argument("--router", help="routing policy: probe, entropy, always_local, always_cloud")
+    p.add_argument("--cloud-provider", help="openai, anthropic, gemini, or a plugin's provider")
+    p.add_argument("--cloud-model", help="the cloud model to hand off to")
+    p.add_argument("--cloud-api-base", help="base URL of the provider (any OpenAI-compatible server)")
+    p.add_argument("--cloud-header", action="append", default=[], metavar="K=V",
+                   help="extra HTTP header for the provider (repeatable); keys come from the environment")
+    p.add_argument("--tier", action="append", default=[], metavar="MODEL[@THRESHOLD]",
+                   help="a larger local model to ask before the cloud (repeatable, in order)")
     p.set_defaults(func=cmd_run)
 
 
@@ -53,6 +61,25 @@ def _load_engine(args):
         options["cloud_timeout_ms"] = args.cloud_timeout_ms
     if getattr(args, "no_cloud_handoff", False):
         options["cloud"] = False
+    else:
+        cloud = {"provider": args.cloud_provider, "model": args.cloud_model, "api_base": args.cloud_api_base}
+        if args.cloud_header:
+            cloud["headers"] = ",".join(args.cloud_header)
+        cloud = {k: v for k, v in cloud.items() if v}
+        if cloud:
+            options["cloud"] = cloud
+    if getattr(args, "router", None):
+        options["router"] = args.router
+    tiers = []
+    for spec in getattr(args, "tier", []):
+        model, _, threshold = spec.partition("@")
+        try:
+            value = float(threshold) if threshold else None
+        except ValueError:
+            raise CactusError(f"--tier {spec}: the threshold after @ must be a number") from None
+        tiers.append({"model": model, "confidence_threshold": value})
+    if tiers:
+        options["tiers"] = tiers
     return Engine.load(args.model, backend=args.backend, context_length=args.context, **options)
 
 
