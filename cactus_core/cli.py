@@ -206,7 +206,13 @@ def _add_probe(sub) -> None:
     add_probe_command(sub)
 
 
-COMMANDS: list[Callable] = [_add_run, _add_plugins, _add_probe]
+def _add_benchmark(sub) -> None:
+    from .benchmark import add_benchmark_command
+
+    add_benchmark_command(sub)
+
+
+COMMANDS: list[Callable] = [_add_run, _add_plugins, _add_probe, _add_benchmark]
 
 
 def build_parser() -> argparse.ArgumentParser:

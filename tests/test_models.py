@@ -126,3 +126,30 @@ def test_half_precision_checkpoints_load(dtype, tmp_path):
     got = our_logits(load_ours(path), ids)
     rel = np.abs(got - expected).max() / np.abs(expected).max()
     assert rel < 1e-4
+
+
+def test_sharded_checkpoint_loads(tmp_path):
+    cfg_cls, model_cls, extra = CONFIGS["qwen3-gqa"]
+    torch.manual_seed(0)
+    ref = getattr(transformers, model_cls)(getattr(transformers, cfg_cls)(**{**BASE, **extra})).eval()
+    path = tmp_path / "sharded"
+    ref.save_pretrained(path, safe_serialization=True, max_shard_size="60KB")
+    shards = sorted(p.name for p in path.glob("*.safetensors"))
+    assert len(shards) > 2 and (path / "model.safetensors.index.json").exists()
+    ids = [3, 1, 4, 1, 5, 9, 2, 6]
+    with torch.no_grad():
+        expected = ref(torch.tensor([ids])).logits[0].numpy()
+    got = our_logits(load_ours(str(path)), ids)
+    assert np.abs(got - expected).max() / np.abs(expected).max() < 1e-4
+
+
+def test_missing_shard_is_one_line(tmp_path):
+    from cactus_core.errors import ModelLoadError
+
+    cfg_cls, model_cls, extra = CONFIGS["llama-gqa-untied"]
+    ref = getattr(transformers, model_cls)(getattr(transformers, cfg_cls)(**{**BASE, **extra}))
+    path = tmp_path / "sharded"
+    ref.save_pretrained(path, safe_serialization=True, max_shard_size="60KB")
+    sorted(path.glob("*.safetensors"))[1].unlink()
+    with pytest.raises(ModelLoadError, match="listed in model.safetensors.index.json is missing"):
+        load_ours(str(path))
