@@ -11,6 +11,9 @@ import pytest
 os.environ["CACTUS_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests use tiny matrices, where OpenBLAS's thread pool only spins against the
+# other processes of a busy 2-core machine: one thread is far faster there.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `import conformance`
 
 from cactus_core import plugins  # noqa: E402
