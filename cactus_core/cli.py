@@ -212,7 +212,13 @@ def _add_benchmark(sub) -> None:
     add_benchmark_command(sub)
 
 
-COMMANDS: list[Callable] = [_add_run, _add_plugins, _add_probe, _add_benchmark]
+def _add_download(sub) -> None:
+    from .hub import add_download_command
+
+    add_download_command(sub)
+
+
+COMMANDS: list[Callable] = [_add_run, _add_plugins, _add_probe, _add_benchmark, _add_download]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -61,6 +61,10 @@ def resolve_model(model: Optional[str]) -> str:
         return model
     if os.path.exists(model):
         raise ModelLoadError(f"{model} is a file; pass the model's directory")
+    from . import hub
+
+    if hub.looks_like_repo_id(model):
+        return hub.cached(model) or hub.download(model)
     raise ModelLoadError(f"model '{model}' not found: no such directory, and not a known model name")
 
 
