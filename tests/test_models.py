@@ -153,3 +153,19 @@ def test_missing_shard_is_one_line(tmp_path):
     sorted(path.glob("*.safetensors"))[1].unlink()
     with pytest.raises(ModelLoadError, match="listed in model.safetensors.index.json is missing"):
         load_ours(str(path))
+
+
+def test_gemma3_multimodal_checkpoint_runs_text_only(tmp_path):
+    text = dict(vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, sliding_window=6, query_pre_attn_scalar=16)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                  image_size=28, patch_size=14)
+    torch.manual_seed(5)
+    config = transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4)
+    ref = transformers.Gemma3ForConditionalGeneration(config).eval()
+    ref.save_pretrained(tmp_path / "g3", safe_serialization=True)
+    ids = [5, 6, 7, 8, 9, 10, 11, 12, 13]
+    with torch.no_grad():
+        expected = ref(input_ids=torch.tensor([ids])).logits[0].numpy()
+    got = our_logits(load_ours(str(tmp_path / "g3")), ids)
+    assert np.abs(got - expected).max() / np.abs(expected).max() < 1e-4
