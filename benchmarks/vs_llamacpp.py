@@ -1,0 +1,279 @@
+"""Cactus against llama.cpp on the same weights and the same CPU, in one run.
+
+    python benchmarks/vs_llamacpp.py [--models llama-3.2-1b,qwen3-0.6b] [--threads 2]
+                                     [--repeats 3] [--backend auto] [--bits 4] [--json OUT]
+
+1. Builds ``llama-bench`` and ``llama-quantize`` from the ``llama-cpp-python`` source
+   package (which carries llama.cpp whole) in a temporary folder; nothing of it is
+   kept or committed.  ``--llama-cpp DIR`` reuses a build.
+2. Makes random-init models of real shapes (full vocabulary) as Hugging Face
+   safetensors checkpoints, writes the same weights as GGUF F16 with llama.cpp's own
+   ``gguf`` package, and quantizes them to Q4_0 and Q4_K_M with ``llama-quantize``.
+3. Converts the checkpoint to a Cactus bundle (``cactus convert --bits``) when the
+   quantizer plugin is installed; the float checkpoint is always measured too.
+4. Runs pp512 and tg128 for both engines on the same thread count, alternating
+   engine by engine for every repeat, and prints tokens/s, the ratios to llama.cpp
+   Q4_K_M, peak RSS, and the decode roofline: measured memory read bandwidth over the
+   bytes read per decoded token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+SHAPES = {
+    "llama-3.2-1b": dict(arch="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
+                         rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=True),
+    "qwen3-0.6b": dict(arch="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                       rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True),
+}
+GGUF_TYPES = ("Q4_0", "Q4_K_M", "F16")
+
+
+def sh(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def timed_child(cmd: list[str], env=None) -> tuple[str, float]:
+    """Run a command; return its stdout and its own peak RSS in MB (from wait4's rusage)."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            err.seek(0)
+            tail = err.read().strip().splitlines()[-1:]
+            raise RuntimeError(f"{os.path.basename(cmd[0])} {' '.join(cmd[1:4])}... failed: {tail}")
+    return out, usage.ru_maxrss / 1024.0
+
+
+# --- llama.cpp ----------------------------------------------------------------------------
+def build_llamacpp(work: str) -> tuple[str, str]:
+    """Build llama-bench and llama-quantize from the llama-cpp-python sdist; return (bin dir, gguf-py)."""
+    sh([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+        "llama-cpp-python", "-d", work])
+    tarball = glob.glob(os.path.join(work, "llama_cpp_python-*.tar.gz"))[0]
+    sh(["tar", "xzf", tarball, "-C", work])
+    src = glob.glob(os.path.join(work, "llama_cpp_python-*", "vendor", "llama.cpp"))[0]
+    return compile_llamacpp(src)
+
+
+def compile_llamacpp(src: str) -> tuple[str, str]:
+    build = os.path.join(src, "build")
+    if not os.path.exists(os.path.join(build, "bin", "llama-bench")):
+        sh(["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF",
+            "-DGGML_NATIVE=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF"])
+        sh(["cmake", "--build", build, "-j", str(os.cpu_count() or 2), "--target", "llama-bench", "llama-quantize"])
+    return os.path.join(build, "bin"), os.path.join(src, "gguf-py")
+
+
+def write_gguf(ckpt: str, shape: dict, out: str, gguf_py: str) -> None:
+    """Write the checkpoint's exact weights as an F16 GGUF (llama.cpp's tensor names and layout)."""
+    sys.path.insert(0, gguf_py)
+    import gguf
+    from safetensors.numpy import load_file
+
+    arch = shape["arch"]
+    w = {}
+    for f in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
+        w.update(load_file(f))
+    H, Hkv, d = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
+    writer = gguf.GGUFWriter(out, arch)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(shape["hidden_size"])
+    writer.add_block_count(shape["num_hidden_layers"])
+    writer.add_feed_forward_length(shape["intermediate_size"])
+    writer.add_head_count(H)
+    writer.add_head_count_kv(Hkv)
+    writer.add_key_length(d)
+    writer.add_value_length(d)
+    writer.add_rope_freq_base(shape["rope_theta"])
+    writer.add_layer_norm_rms_eps(shape["rms_norm_eps"])
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    V = shape["vocab_size"]
+    # A placeholder SentencePiece-style vocabulary: llama-bench feeds random token ids.
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list([f"<t{i}>".encode() for i in range(V)])
+    writer.add_token_scores([0.0] * V)
+    writer.add_token_types([gguf.TokenType.NORMAL] * V)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+
+    def permute(t, heads):  # HF rotate-half -> GGUF interleaved rope layout (llama arch only)
+        return t.reshape(heads, 2, t.shape[0] // heads // 2, *t.shape[1:]).swapaxes(1, 2).reshape(t.shape)
+
+    def put(name, t):
+        t = np.asarray(t)
+        writer.add_tensor(name, t.astype(np.float32 if t.ndim == 1 else np.float16))
+
+    put("token_embd.weight", w["model.embed_tokens.weight"])
+    for i in range(shape["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        q, k = w[p + "self_attn.q_proj.weight"], w[p + "self_attn.k_proj.weight"]
+        if arch == "llama":
+            q, k = permute(q, H), permute(k, Hkv)
+        put(f"blk.{i}.attn_q.weight", q)
+        put(f"blk.{i}.attn_k.weight", k)
+        put(f"blk.{i}.attn_v.weight", w[p + "self_attn.v_proj.weight"])
+        put(f"blk.{i}.attn_output.weight", w[p + "self_attn.o_proj.weight"])
+        put(f"blk.{i}.ffn_gate.weight", w[p + "mlp.gate_proj.weight"])
+        put(f"blk.{i}.ffn_up.weight", w[p + "mlp.up_proj.weight"])
+        put(f"blk.{i}.ffn_down.weight", w[p + "mlp.down_proj.weight"])
+        put(f"blk.{i}.attn_norm.weight", w[p + "input_layernorm.weight"])
+        put(f"blk.{i}.ffn_norm.weight", w[p + "post_attention_layernorm.weight"])
+        if arch == "qwen3":
+            put(f"blk.{i}.attn_q_norm.weight", w[p + "self_attn.q_norm.weight"])
+            put(f"blk.{i}.attn_k_norm.weight", w[p + "self_attn.k_norm.weight"])
+    put("output_norm.weight", w["model.norm.weight"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def llama_bench(bin_dir: str, gguf_path: str, threads: int, pp: int, tg: int) -> dict:
+    cmd = [os.path.join(bin_dir, "llama-bench"), "-m", gguf_path, "-p", str(pp), "-n", str(tg),
+           "-t", str(threads), "-r", "1", "-o", "json"]
+    out, peak = timed_child(cmd)
+    rows = json.loads(out)
+    res = {"peak_rss_mb": peak}
+    for r in rows:
+        key = "prefill_tps" if r.get("n_prompt") else "decode_tps"
+        res[key] = r["avg_ts"]
+    return res
+
+
+# --- Cactus ---------------------------------------------------------------------------------
+def cactus_bench(model_dir: str, threads: int, pp: int, tg: int, backend: str) -> dict:
+    cmd = [sys.executable, "-m", "cactus_core.cli", "benchmark", model_dir, "--prompt-tokens", str(pp),
+           "--gen-tokens", str(tg), "--repeats", "1", "--threads", str(threads), "--backend", backend, "--json"]
+    out, _ = timed_child(cmd, env={**os.environ, "CACTUS_THREADS": str(threads)})
+    r = json.loads(out[out.index("{"):])
+    return {"prefill_tps": r["prefill_tps"]["median"], "decode_tps": r["decode_tps"]["median"],
+            "peak_rss_mb": r["peak_rss_mb"], "backend": r["backend"]}
+
+
+def make_checkpoint(name: str, shape: dict, out: str, seed: int = 0) -> str:
+    import torch
+    import transformers
+
+    cfg = {k: v for k, v in shape.items() if k != "arch"}
+    cfg["max_position_embeddings"] = 4096
+    torch.manual_seed(seed)
+    cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+           "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM)}[shape["arch"]]
+    with torch.device("meta"):
+        model = cls[1](cls[0](**cfg))
+    model = model.to_empty(device="cpu").to(torch.float16)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if p.ndim == 1:
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, 0.02)
+    model.save_pretrained(out, safe_serialization=True, max_shard_size="20GB")
+    return out
+
+
+def bandwidth_gbs(size_mb: int = 1024) -> float:
+    """Memory read bandwidth by summing a large array (median of 5)."""
+    a = np.ones(size_mb * 2**20 // 8)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        a.sum()
+        times.append(time.perf_counter() - t)
+    return a.nbytes / statistics.median(times) / 1e9
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="llama-3.2-1b,qwen3-0.6b")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--bits", default="4", help="Cactus bundle bits for cactus convert ('' to skip)")
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--llama-cpp", help="an existing llama.cpp source tree to build/use")
+    ap.add_argument("--workdir", help="keep files here instead of a temporary folder")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args()
+
+    work = args.workdir or tempfile.mkdtemp(prefix="cactus-vs-llamacpp-")
+    os.makedirs(work, exist_ok=True)
+    print(f"work folder: {work}", flush=True)
+    bin_dir, gguf_py = compile_llamacpp(args.llama_cpp) if args.llama_cpp else build_llamacpp(work)
+    bw = bandwidth_gbs()
+    print(f"memory read bandwidth: {bw:.1f} GB/s (numpy sum, 1 GiB)", flush=True)
+    results = {"threads": args.threads, "bandwidth_gbs": bw, "models": {}}
+    for name in args.models.split(","):
+        shape = SHAPES[name]
+        ckpt = os.path.join(work, name)
+        if not os.path.exists(os.path.join(ckpt, "config.json")):
+            make_checkpoint(name, shape, ckpt)
+        engines = {}
+        f16 = os.path.join(work, f"{name}-F16.gguf")
+        if not os.path.exists(f16):
+            write_gguf(ckpt, shape, f16, gguf_py)
+        for q in GGUF_TYPES:
+            path = os.path.join(work, f"{name}-{q}.gguf")
+            if q != "F16" and not os.path.exists(path):
+                sh([os.path.join(bin_dir, "llama-quantize"), f16, path, q])
+            engines[f"llama.cpp {q}"] = ("llama", path)
+        engines["cactus f16"] = ("cactus", ckpt)
+        if args.bits:
+            bundle = os.path.join(work, f"{name}-cq{args.bits}")
+            conv = subprocess.run([sys.executable, "-m", "cactus_core.cli", "convert", ckpt, bundle,
+                                   "--bits", args.bits], capture_output=True, text=True)
+            if conv.returncode == 0 or os.path.exists(os.path.join(bundle, "cactus.json")):
+                engines[f"cactus cq{args.bits}"] = ("cactus", bundle)
+            else:
+                print(f"skipping the Cactus bundle: {conv.stderr.strip().splitlines()[-1:]}", flush=True)
+        runs = {k: [] for k in engines}
+        for rep in range(args.repeats):
+            for label, (kind, path) in engines.items():  # alternate engines within each repeat
+                r = (llama_bench(bin_dir, path, args.threads, args.pp, args.tg) if kind == "llama"
+                     else cactus_bench(path, args.threads, args.pp, args.tg, args.backend))
+                runs[label].append(r)
+                print(f"{name} rep {rep + 1} {label}: pp{args.pp} {r.get('prefill_tps', 0):.1f} t/s, "
+                      f"tg{args.tg} {r.get('decode_tps', 0):.2f} t/s", flush=True)
+        table = {}
+        for label, rs in runs.items():
+            table[label] = {k: statistics.median(r[k] for r in rs) for k in ("prefill_tps", "decode_tps", "peak_rss_mb")}
+            kind, path = engines[label]
+            size = (os.path.getsize(path) if kind == "llama"
+                    else sum(os.path.getsize(f) for f in glob.glob(os.path.join(path, "*.safetensors"))))
+            table[label]["file_mb"] = size / 2**20
+            table[label]["roofline_tps"] = bw * 1e9 / max(size, 1)
+        results["models"][name] = table
+        base = table.get("llama.cpp Q4_K_M", {})
+        print(f"\n{name}: median of {args.repeats}, {args.threads} threads")
+        print(f"{'engine':<18}{'pp t/s':>10}{'tg t/s':>10}{'pp ratio':>10}{'tg ratio':>10}"
+              f"{'peak MB':>10}{'file MB':>10}{'tg/roof':>9}")
+        for label, t in table.items():
+            ppr = t["prefill_tps"] / base["prefill_tps"] if base else float("nan")
+            tgr = t["decode_tps"] / base["decode_tps"] if base else float("nan")
+            print(f"{label:<18}{t['prefill_tps']:>10.1f}{t['decode_tps']:>10.2f}{ppr:>10.2f}{tgr:>10.2f}"
+                  f"{t['peak_rss_mb']:>10.0f}{t['file_mb']:>10.0f}{t['decode_tps'] / t['roofline_tps']:>9.0%}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
