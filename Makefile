@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml requirements-test.txt Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install --quiet -e . $(PLUGINS) -r requirements-test.txt
+	$(BIN)/python -m pip install --quiet -e ".[server]" $(PLUGINS) -r requirements-test.txt
 	touch $(STAMP)
 
 .PHONY: install run chat test

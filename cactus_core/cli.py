@@ -42,6 +42,8 @@ def _add_run(sub) -> None:
                    help="extra HTTP header for the provider (repeatable); keys come from the environment")
     p.add_argument("--tier", action="append", default=[], metavar="MODEL[@THRESHOLD]",
                    help="a larger local model to ask before the cloud (repeatable, in order)")
+    p.add_argument("--corpus", default=None, help="RAG: answer with the .txt/.md files of this directory")
+    p.add_argument("--embedder", default=None, help="embedding model for --corpus (default: the chat model)")
     p.set_defaults(func=cmd_run)
 
 
@@ -70,6 +72,10 @@ def _load_engine(args):
             options["cloud"] = cloud
     if getattr(args, "router", None):
         options["router"] = args.router
+    if getattr(args, "corpus", None):
+        options["corpus_dir"] = args.corpus
+    if getattr(args, "embedder", None):
+        options["embedder"] = args.embedder
     tiers = []
     for spec in getattr(args, "tier", []):
         model, _, threshold = spec.partition("@")
@@ -218,7 +224,9 @@ def _add_download(sub) -> None:
     add_download_command(sub)
 
 
-COMMANDS: list[Callable] = [_add_run, _add_plugins, _add_probe, _add_benchmark, _add_download]
+from .server_cli import add_embed, add_serve  # noqa: E402 - light module; heavy imports happen on use
+
+COMMANDS: list[Callable] = [_add_run, _add_plugins, _add_probe, _add_benchmark, _add_download, add_serve, add_embed]
 
 
 def build_parser() -> argparse.ArgumentParser:

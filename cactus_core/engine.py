@@ -198,6 +198,7 @@ class Engine:
                 "shorten the conversation or load with a larger context_length"
             )
         params.max_tokens = min(params.max_tokens, limit - len(prompt))
+        result["prompt_tokens"] = len(prompt)  # the whole prompt; prefill_tokens excludes the reused prefix
         threshold = self._threshold(confidence_threshold)
         result["confidence_threshold"] = threshold
         timeout_s = (cloud_timeout_ms or self.options.get("cloud_timeout_ms") or DEFAULT_CLOUD_TIMEOUT_MS) / 1000.0
