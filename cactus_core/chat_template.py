@@ -112,7 +112,8 @@ def validate_messages(messages: Any) -> list[dict]:
         where = f"messages[{i}]"
         if not isinstance(msg, dict):
             raise BadRequestError(f"{where} must be an object with 'role' and 'content', got {type(msg).__name__}")
-        role = ROLE_ALIASES.get(msg.get("role"), msg.get("role"))
+        role = msg.get("role")
+        role = ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
         if role not in ROLES:
             raise BadRequestError(
                 f"{where}.role is {msg.get('role')!r}; expected one of system, developer, user, assistant, tool")
