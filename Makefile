@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PROMPT ?= Set an alarm for 7:30 tomorrow morning
 # Distributions installed beside the core (each is its own plugin package).
-PLUGINS := -e ./plugins/cloud
+PLUGINS := -e ./quant -e ./plugins/cloud -e ./plugins/cpu_neon -e ./plugins/mlx_ref -e ./plugins/metal
 
 STAMP := $(VENV)/.installed
 

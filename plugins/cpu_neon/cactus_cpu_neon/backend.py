@@ -1,0 +1,347 @@
+"""The ``cpu_neon`` backend: thin Python wrappers over the C kernels in csrc/.
+
+Each op checks shapes, makes sure its arrays are contiguous float32 (a no-op
+for the activations the engine passes), and hands raw pointers to C with
+``ffi.from_buffer``.  Weights are never copied: float16/bfloat16 matrices and
+quantized codes are read in place from the memory map and decoded inside the
+kernels.  What is not here (conv1d, embedding lookups in quantized tables,
+other quantized formats) falls back to the next backend through
+:class:`cactus_core.graph.Ops`.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any, Optional
+
+import numpy as np
+
+from cactus_core import formats as _formats
+from cactus_core.device import default_threads
+from cactus_core.errors import BackendError
+from cactus_core.formats import BFloat16, QuantizedTensor, to_float32
+from cactus_core.graph import Backend
+
+_ACTIVATIONS = {"silu": 0, "gelu": 1, "gelu_tanh": 2, "relu": 3}
+_WTYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1}
+_BF16 = 2
+_KV_TYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1}
+_FLOAT_FORMATS = frozenset({"float32", "float16", "bfloat16"})
+#: Quantized formats with native kernels (linear only), when the core defines them.
+_QUANT_FORMATS = frozenset(
+    name for name, cls in (("cq", "CQTensor"), ("int4", "Int4Tensor"), ("int8", "Int8Tensor"))
+    if hasattr(_formats, cls)
+)
+
+_INSTALL_HINT = "reinstall the plugin with: pip install --force-reinstall ./plugins/cpu_neon"
+
+
+class KernelArgumentError(BackendError, ValueError):
+    """Arguments a kernel cannot take (shapes, kinds); also a ValueError like numpy_ref's."""
+
+
+def load_kernels():
+    """The compiled cffi module; raises ImportError when the plugin was not built."""
+    from . import _kernels
+
+    return _kernels
+
+
+def unavailable_reason() -> Optional[str]:
+    """None when the compiled kernels import, else one line saying why not and how to fix it."""
+    try:
+        load_kernels()
+    except ImportError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"native kernels not built or not loadable ({first}); {_INSTALL_HINT}"
+    return None
+
+
+def _f32(x: Any) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _vector(w: Any, n: int, what: str) -> np.ndarray:
+    """A small per-channel parameter (norm weight, bias) as contiguous float32 of length n."""
+    v = _f32(to_float32(w) if isinstance(w, BFloat16) else w).reshape(-1)
+    if v.shape[0] != n:
+        raise KernelArgumentError(f"{what} has {v.shape[0]} values but the input has {n} channels")
+    return v
+
+
+def _matrix(w: Any, what: str) -> tuple[np.ndarray, int]:
+    """(contiguous 2-D raw array, wtype code) for a float32/float16/bfloat16 weight."""
+    if isinstance(w, BFloat16):
+        raw, wtype = w.raw, _BF16
+    else:
+        wtype = _WTYPES.get(getattr(w, "dtype", None))
+        if wtype is None:
+            raise KernelArgumentError(
+                f"cpu_neon {what} takes float32, float16 or bfloat16 weights, not {type(w).__name__} "
+                f"{getattr(w, 'dtype', '')}"
+            )
+        raw = w
+    if raw.ndim != 2:
+        raise KernelArgumentError(f"{what} weight must be 2-D, got shape {tuple(raw.shape)}")
+    if not raw.flags.c_contiguous:
+        raw = np.ascontiguousarray(raw)  # only views made by callers; mmapped weights are contiguous
+    return raw, wtype
+
+
+def _check_features(x: np.ndarray, K: int) -> int:
+    """Rows of x for a weight with K inputs (M of the M x K product)."""
+    if x.ndim == 0 or x.shape[-1] != K:
+        raise KernelArgumentError(f"linear: input has {x.shape[-1] if x.ndim else 0} features, weight expects {K}")
+    return math.prod(x.shape[:-1])
+
+
+def _kv_views(k: Any, v: Any) -> tuple[np.ndarray, np.ndarray, int, tuple[int, int]]:
+    """k and v as float32 or float16 arrays whose rows of d values are contiguous,
+    their type code, and their shared (batch, head) element strides.
+
+    The engine passes ``cache[:, :, :S]`` views of a preallocated KV cache:
+    rows are contiguous but heads sit ``max_len * d`` apart.  Such views, in
+    float32 or float16 (a half-size cache), are used in place; anything else
+    is made contiguous float32 (a copy).
+    """
+
+    def usable(a):
+        if not isinstance(a, np.ndarray) or a.dtype not in _KV_TYPES:
+            return False
+        es = a.itemsize
+        return a.strides[3] == es and a.strides[2] == es * a.shape[3] and not (a.strides[0] % es or a.strides[1] % es)
+
+    if not (usable(k) and usable(v) and k.dtype == v.dtype and k.strides == v.strides):
+        k, v = _f32(k), _f32(v)
+    B, H, S, d = k.shape
+    # Axes of length 1 may carry any stride; give them the contiguous one.
+    s0 = k.strides[0] // k.itemsize if B > 1 else H * S * d
+    s1 = k.strides[1] // k.itemsize if H > 1 else S * d
+    return k, v, _KV_TYPES[k.dtype], (s0, s1)
+
+
+class NeonBackend(Backend):
+    """C kernels written with NEON intrinsics (native on arm64, through SIMDe elsewhere)."""
+
+    name = "cpu_neon"
+    formats = _FLOAT_FORMATS | _QUANT_FORMATS
+
+    def __init__(self, threads: Optional[int] = None):
+        mod = load_kernels()
+        self._ffi, self._lib = mod.ffi, mod.lib
+        self.threads = int(threads or default_threads())
+        self._lib.cn_set_threads(self.threads)
+        self.native_neon = bool(self._lib.cn_native_neon())
+        self.threading = ("none", "OpenMP", "thread pool")[self._lib.cn_threading()]
+        # Per quantized tensor: its sign vector and float32 codebook, built on
+        # first use and dropped with the tensor.
+        self._cq_tables: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+
+    def supports(self, op: str, fmt: Optional[str] = None) -> bool:
+        """Quantized formats only for linear; embedding lookups of them fall back."""
+        if fmt in _QUANT_FORMATS and op != "linear":
+            return False
+        return super().supports(op, fmt)
+
+    def _fp(self, a: np.ndarray):
+        return self._ffi.from_buffer("float[]", a)
+
+    def _ptr(self, a: np.ndarray):
+        """void* to a strided view (from_buffer takes contiguous buffers only).
+
+        The caller keeps ``a`` alive for the duration of the C call.
+        """
+        return self._ffi.cast("void *", a.__array_interface__["data"][0])
+
+    def describe(self) -> str:
+        """One line for reports: instruction path and threads."""
+        path = "native NEON" if self.native_neon else "NEON via SIMDe"
+        threads = f"{self.threads} threads, {self.threading}" if self.threading != "none" else "1 thread"
+        return f"cpu_neon ({path}, {threads})"
+
+    # --- matrix products -------------------------------------------------
+    def linear(self, x, w, bias=None):
+        x = _f32(x)
+        if isinstance(w, QuantizedTensor):
+            if w.format in ("int4", "int8"):
+                return self._affine_linear(x, w, bias)
+            return self._cq_linear(x, w, bias)
+        raw, wtype = _matrix(w, "linear")
+        N, K = raw.shape
+        M = _check_features(x, K)
+        y = np.empty(x.shape[:-1] + (N,), dtype=np.float32)
+        b = self._ffi.NULL if bias is None else self._fp(_vector(bias, N, "linear bias"))
+        self._lib.cn_linear(self._fp(x), M, K, self._ffi.from_buffer(raw), wtype, N, b, self._fp(y))
+        return y
+
+    def _cq_linear(self, x, w, bias):
+        if w.format not in _QUANT_FORMATS:
+            raise KernelArgumentError(f"cpu_neon has no kernel for {w.format} weights")
+        N, K = w.shape
+        _check_features(x, K)
+        tables = self._cq_tables.get(w)
+        if tables is None:
+            signs = (1.0 - 2.0 * np.unpackbits(np.asarray(w.arrays["signs"]), bitorder="little")).astype(np.float32)
+            tables = self._cq_tables[w] = (signs, _f32(w.arrays["codebook"]))
+        signs, codebook = tables
+        meta = w.meta
+        # The rotation x' = H(x * s) is done once per call and shared by every row.
+        xr = self.hadamard(x.reshape(-1, K) * signs, int(meta["block_size"]))
+        codes = np.ascontiguousarray(w.arrays["codes"])
+        scales = np.ascontiguousarray(w.arrays["scales"])
+        y = np.empty(x.shape[:-1] + (N,), dtype=np.float32)
+        b = self._ffi.NULL if bias is None else self._fp(_vector(bias, N, "linear bias"))
+        rc = self._lib.cn_cq_linear(
+            self._fp(xr), xr.shape[0], K, self._ffi.from_buffer("uint8_t[]", codes), codes.shape[1],
+            int(meta["index_bits"]), int(meta["vec_dim"]), self._ffi.from_buffer("uint16_t[]", scales),
+            int(meta["group_size"]), self._fp(codebook), N, b, self._fp(y),
+        )
+        if rc != 0:
+            raise KernelArgumentError(f"cpu_neon cannot run cq layout {meta}")
+        return y
+
+    def _affine_linear(self, x, w, bias):
+        N, K = w.shape
+        M = _check_features(x, K)
+        codes = np.ascontiguousarray(w.arrays["codes"])
+        scales = np.ascontiguousarray(w.arrays["scales"])
+        biases = np.ascontiguousarray(w.arrays["biases"])
+        y = np.empty(x.shape[:-1] + (N,), dtype=np.float32)
+        b = self._ffi.NULL if bias is None else self._fp(_vector(bias, N, "linear bias"))
+        buf = self._ffi.from_buffer
+        rc = self._lib.cn_affine_linear(
+            self._fp(x), M, K, buf("uint8_t[]", codes), 4 if w.format == "int4" else 8,
+            buf("uint16_t[]", scales), buf("uint16_t[]", biases), int(w.meta["group_size"]), N, b, self._fp(y),
+        )
+        if rc != 0:
+            raise KernelArgumentError(f"cpu_neon cannot run {w.format} layout {w.meta}")
+        return y
+
+    def embedding(self, table, ids):
+        raw, wtype = _matrix(table, "embedding")
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        vocab, D = raw.shape
+        if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+            raise KernelArgumentError(f"token id out of range: ids must lie in [0, {vocab})")
+        out = np.empty(ids.shape + (D,), dtype=np.float32)
+        self._lib.cn_embedding(self._ffi.from_buffer(raw), wtype, D,
+                               self._ffi.from_buffer("int64_t[]", ids), ids.size, self._fp(out))
+        return out
+
+    # --- normalisation and position ----------------------------------------
+    def rms_norm(self, x, weight, eps, unit_offset=False):
+        x = _f32(x)
+        D = x.shape[-1]
+        w = _vector(weight, D, "rms_norm weight")
+        out = np.empty_like(x)
+        self._lib.cn_rms_norm(self._fp(x), self._fp(w), self._fp(out), x.size // max(D, 1), D,
+                              float(eps), int(bool(unit_offset)))
+        return out
+
+    def layer_norm(self, x, weight, bias, eps):
+        x = _f32(x)
+        D = x.shape[-1]
+        w = self._ffi.NULL if weight is None else self._fp(_vector(weight, D, "layer_norm weight"))
+        b = self._ffi.NULL if bias is None else self._fp(_vector(bias, D, "layer_norm bias"))
+        out = np.empty_like(x)
+        self._lib.cn_layer_norm(self._fp(x), w, b, self._fp(out), x.size // max(D, 1), D, float(eps))
+        return out
+
+    def rope(self, x, positions, inv_freq):
+        x = _f32(x)
+        L, hd = x.shape[-2], x.shape[-1]
+        pos = np.ascontiguousarray(positions, dtype=np.float64).reshape(-1)
+        inv = _f32(inv_freq).reshape(-1)
+        half = inv.shape[0]
+        if pos.shape[0] != L:
+            raise KernelArgumentError(f"rope: {pos.shape[0]} positions for a sequence of length {L}")
+        if 2 * half > hd:
+            raise KernelArgumentError(f"rope: rotary dim {2 * half} exceeds head_dim {hd}")
+        out = np.empty_like(x)
+        self._lib.cn_rope(self._fp(x), self._fp(out), x.size // max(L * hd, 1), L, hd,
+                          self._ffi.from_buffer("double[]", pos), self._fp(inv), half)
+        return out
+
+    # --- attention -----------------------------------------------------------
+    def attention(self, q, k, v, *, scale, q_offset=0, causal=True, sliding_window=None,
+                  softcap=None, mask=None):
+        q = _f32(q)
+        kshape, vshape = getattr(k, "shape", None), getattr(v, "shape", None)
+        if q.ndim != 4 or kshape is None or len(kshape) != 4 or kshape != vshape:
+            raise KernelArgumentError(
+                f"attention wants q (B,Hq,L,d) and k, v (B,Hkv,S,d); got {q.shape}, {kshape}, {vshape}"
+            )
+        B, Hq, L, d = q.shape
+        Hkv, S = k.shape[1], k.shape[2]
+        if k.shape[0] != B or k.shape[3] != d or Hkv == 0 or Hq % Hkv:
+            raise KernelArgumentError(f"attention: k/v shape {k.shape} does not fit q shape {q.shape}")
+        k, v, kvtype, kv_strides = _kv_views(k, v)
+        out = np.empty_like(q)
+        m, strides = self._ffi.NULL, (0, 0, 0, 0)
+        if mask is not None:
+            mask = _f32(mask)
+            try:
+                view = np.broadcast_to(mask, (B, Hq, L, S))
+            except ValueError:
+                raise KernelArgumentError(
+                    f"attention mask of shape {mask.shape} does not broadcast to {(B, Hq, L, S)}"
+                ) from None
+            m, strides = self._fp(mask), tuple(s // 4 for s in view.strides)
+        window = -1 if sliding_window is None else int(sliding_window)
+        cap = 0.0 if not softcap else float(softcap)
+        self._lib.cn_attention(self._fp(q), self._ptr(k), self._ptr(v), kvtype, self._fp(out), B, Hq,
+                               Hkv, L, S, d, float(scale), int(q_offset), int(bool(causal)), window,
+                               cap, m, *strides, *kv_strides)
+        return out
+
+    # --- elementwise ---------------------------------------------------------
+    def activation(self, x, kind):
+        code = _ACTIVATIONS.get(kind)
+        if code is None:
+            raise KernelArgumentError(f"unknown activation '{kind}'; expected one of {', '.join(_ACTIVATIONS)}")
+        x = _f32(x)
+        out = np.empty_like(x)
+        self._lib.cn_activation(self._fp(x), self._fp(out), x.size, code)
+        return out
+
+    def gated_activation(self, gate, up, kind):
+        code = _ACTIVATIONS.get(kind)
+        if code is None:
+            raise KernelArgumentError(f"unknown activation '{kind}'; expected one of {', '.join(_ACTIVATIONS)}")
+        gate, up = _f32(gate), _f32(up)
+        if gate.shape != up.shape:
+            raise KernelArgumentError(f"gated_activation: gate {gate.shape} and up {up.shape} differ in shape")
+        out = np.empty_like(gate)
+        self._lib.cn_gated_activation(self._fp(gate), self._fp(up), self._fp(out), gate.size, code)
+        return out
+
+    def softmax(self, x, axis=-1):
+        x = _f32(x)
+        if x.ndim == 0:
+            return np.ones_like(x)
+        axis = axis % x.ndim
+        if axis != x.ndim - 1:  # rare: move the axis last, run, move it back
+            return np.ascontiguousarray(np.moveaxis(self.softmax(np.moveaxis(x, axis, -1)), -1, axis))
+        out = np.empty_like(x)
+        n = x.shape[-1]
+        self._lib.cn_softmax(self._fp(x), self._fp(out), x.size // max(n, 1), n)
+        return out
+
+    def hadamard(self, x, block_size):
+        x = _f32(x)
+        n = x.shape[-1]
+        bs = int(block_size)
+        if bs <= 0 or bs & (bs - 1) or n % bs:
+            raise KernelArgumentError(f"hadamard block {block_size} must be a power of two dividing {n}")
+        out = np.empty_like(x)
+        self._lib.cn_hadamard(self._fp(x), self._fp(out), x.size // max(n, 1), n, bs)
+        return out
+
+
+def create(threads: Optional[int] = None) -> NeonBackend:
+    """Factory registered by the plugin; threads default to ``CACTUS_THREADS`` or physical cores."""
+    return NeonBackend(threads)
+
+
+__all__ = ["NeonBackend", "KernelArgumentError", "create", "unavailable_reason", "load_kernels"]

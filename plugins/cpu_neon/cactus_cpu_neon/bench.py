@@ -1,0 +1,126 @@
+"""Quick kernel timings: cpu_neon against numpy_ref on decode- and prefill-sized shapes.
+
+    python -m cactus_cpu_neon.bench [--threads N] [--cpu-time] [--json]
+
+Shapes are those of a ~1B-parameter model (hidden 2048, MLP 8192, 32 query
+heads over 8 KV heads of 64).  Each figure is the median of several runs;
+the linear rows also give the weight bandwidth reached (bytes of weights
+streamed per second), the number that bounds decode speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from cactus_core import formats as _formats
+from cactus_core.backends.numpy_ref import NumpyBackend
+from cactus_core.device import detect_device
+from cactus_core.formats import BFloat16, f32_to_bf16
+
+from .backend import create
+
+
+def _median_ms(fn, repeats: int, clock=time.perf_counter) -> float:
+    fn()  # warm caches, page in weights, start threads
+    times = []
+    for _ in range(repeats):
+        t = clock()
+        fn()
+        times.append(clock() - t)
+    return 1000.0 * float(np.median(times))
+
+
+def _cases(rng):
+    def weight(n, k, dtype):
+        w = (rng.standard_normal((n, k)) * 0.02).astype(np.float32)
+        return BFloat16(f32_to_bf16(w)) if dtype == "bfloat16" else w.astype(dtype)
+
+    for dtype in ("float32", "float16", "bfloat16"):
+        w = weight(8192, 2048, dtype)
+        for L in (1, 64):
+            x = rng.standard_normal((1, L, 2048)).astype(np.float32)
+            yield f"linear {dtype} L={L} 2048->8192", "linear", (x, w), {}, w.nbytes
+    if hasattr(_formats, "CQTensor"):  # CQ4 / CQ3 / CQ2 layouts; timing does not depend on the values
+        for name, (bits, d) in {"cq4": (8, 2), "cq3": (6, 2), "cq2": (8, 4)}.items():
+            idx = rng.integers(0, 1 << bits, (8192, 2048 // d))
+            meta = dict(index_bits=bits, vec_dim=d, group_size=128, block_size=128, seed=0)
+            w = _formats.CQTensor(
+                (8192, 2048), meta, codes=_formats.pack_bits(idx, bits),
+                scales=(rng.random((8192, 16)) + 0.5).astype(np.float16),
+                codebook=rng.standard_normal((1 << bits, d)).astype(np.float16),
+                signs=rng.integers(0, 256, 256).astype(np.uint8),
+            )
+            for L in (1, 64):
+                x = rng.standard_normal((1, L, 2048)).astype(np.float32)
+                yield f"linear {name} L={L} 2048->8192", "linear", (x, w), {}, w.nbytes
+    for fmt, bits in (("int4", 4), ("int8", 8)):
+        if fmt not in _formats.QUANTIZED_FORMATS:
+            continue
+        q = rng.integers(0, 1 << bits, (8192, 2048))
+        w = _formats.QUANTIZED_FORMATS[fmt](
+            (8192, 2048), {"group_size": 64}, codes=_formats.pack_bits(q, bits),
+            scales=(rng.random((8192, 32)) * 0.01).astype(np.float16),
+            biases=(rng.standard_normal((8192, 32)) * 0.01).astype(np.float16),
+        )
+        for L in (1, 64):
+            x = rng.standard_normal((1, L, 2048)).astype(np.float32)
+            yield f"linear {fmt} g64 L={L} 2048->8192", "linear", (x, w), {}, w.nbytes
+    for S in (512, 4096):
+        q = rng.standard_normal((1, 32, 1, 64)).astype(np.float32)
+        kv = rng.standard_normal((1, 8, S, 64)).astype(np.float32)
+        yield f"attention decode S={S} 32/8 heads", "attention", (q, kv, kv), dict(scale=0.125, q_offset=S - 1), 0
+    q = rng.standard_normal((1, 32, 128, 64)).astype(np.float32)
+    kv = rng.standard_normal((1, 8, 128, 64)).astype(np.float32)
+    yield "attention prefill L=S=128", "attention", (q, kv, kv), dict(scale=0.125), 0
+    x = rng.standard_normal((1, 1, 8192)).astype(np.float32)
+    yield "gated silu 8192", "gated_activation", (x, x, "silu"), {}, 0
+    yield "rms_norm 2048", "rms_norm", (x[..., :2048], np.ones(2048, np.float32), 1e-6), {}, 0
+
+
+def run(threads=None, repeats: int = 7, cpu_time: bool = False) -> list[dict]:
+    """Time every case on both backends; returns one dict per case.
+
+    ``cpu_time`` measures process CPU time instead of wall time: on a busy
+    machine it still gives fair single-thread figures (run with
+    ``OPENBLAS_NUM_THREADS=1 --threads 1`` so numpy is single-threaded too).
+    """
+    neon, ref = create(threads), NumpyBackend()
+    clock = time.process_time if cpu_time else time.perf_counter
+    rows = []
+    for name, op, args, kw, wbytes in _cases(np.random.default_rng(0)):
+        t_neon = _median_ms(lambda: getattr(neon, op)(*args, **kw), repeats, clock)
+        t_ref = _median_ms(lambda: getattr(ref, op)(*args, **kw), max(3, repeats // 2), clock)
+        row = dict(case=name, cpu_neon_ms=round(t_neon, 3), numpy_ref_ms=round(t_ref, 3),
+                   speedup=round(t_ref / t_neon, 2))
+        if wbytes:
+            row["cpu_neon_weight_GBps"] = round(wbytes / t_neon / 1e6, 1)
+        rows.append(row)
+    return rows
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--cpu-time", action="store_true", help="time by process CPU time (busy machines)")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    rows = run(a.threads, a.repeats, a.cpu_time)
+    dev = detect_device()
+    header = f"{dev.cpu_model} ({dev.arch}, {dev.physical_cores} cores, {' '.join(dev.simd)}), {create(a.threads).describe()}"
+    if a.json:
+        print(json.dumps({"device": header, "results": rows}, indent=2))
+        return
+    print(header)
+    print(f"{'case':40s} {'cpu_neon ms':>12s} {'numpy_ref ms':>13s} {'speedup':>8s} {'GB/s':>6s}")
+    for r in rows:
+        gbps = r.get("cpu_neon_weight_GBps", "")
+        print(f"{r['case']:40s} {r['cpu_neon_ms']:12.3f} {r['numpy_ref_ms']:13.3f} {r['speedup']:7.2f}x {gbps:>6}")
+
+
+if __name__ == "__main__":
+    main()

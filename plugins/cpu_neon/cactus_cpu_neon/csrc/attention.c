@@ -1,0 +1,179 @@
+/* Scaled dot-product attention with grouped-query heads.
+ *
+ * One task per (batch, KV head, query position): scores against the keys
+ * it may see (the causal and sliding-window limits become a [lo, hi) key
+ * range, so hidden keys cost nothing), optional softcap and additive mask,
+ * an exact two-pass softmax in a per-thread scratch row, then the weighted
+ * sum of values.  Keys and values are float32 or float16 (a half-size KV
+ * cache), read in place and widened in registers like 16-bit weights. */
+#include "neon_common.h"
+
+#define VB 64 /* value rows per block: 64 x 256 floats at most, 64 KiB */
+
+/* q . k for one key row k of type kt. */
+CN_INLINE float dot(const float *q, const void *k, int64_t d, const int kt) {
+    float32x4_t s0 = vdupq_n_f32(0), s1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= d; i += 8) {
+        float32x4_t lo, hi;
+        cn_load_w8(k, i, kt, &lo, &hi);
+        s0 = vfmaq_f32(s0, vld1q_f32(q + i), lo);
+        s1 = vfmaq_f32(s1, vld1q_f32(q + i + 4), hi);
+    }
+    for (; i + 4 <= d; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(q + i), cn_load_w(k, i, kt));
+    float s = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < d; i++) s += q[i] * cn_load_w1(k, i, kt);
+    return s;
+}
+
+/* scale * (q . k_j) for four consecutive key rows (d apart), as one vector. */
+CN_INLINE float32x4_t dot4(const float *q, const void *k, int64_t d, float scale, const int kt) {
+    float32x4_t s[4];
+    for (int j = 0; j < 4; j++) s[j] = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 4 <= d; i += 4) {
+        const float32x4_t qv = vld1q_f32(q + i);
+        for (int j = 0; j < 4; j++) s[j] = vfmaq_f32(s[j], qv, cn_load_w(k, j * d + i, kt));
+    }
+    float32x4_t r = vpaddq_f32(vpaddq_f32(s[0], s[1]), vpaddq_f32(s[2], s[3]));
+    if (i < d) {
+        float tail[4] = {0, 0, 0, 0};
+        for (int j = 0; j < 4; j++)
+            for (int64_t t = i; t < d; t++) tail[j] += q[t] * cn_load_w1(k, j * d + t, kt);
+        r = vaddq_f32(r, vld1q_f32(tail));
+    }
+    return vmulq_f32(r, vdupq_n_f32(scale));
+}
+
+static void softcap_row(float *p, int64_t n, float cap) {
+    float32x4_t c = vdupq_n_f32(cap), ic = vdupq_n_f32(1.0f / cap);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(p + i, vmulq_f32(c, cn_tanh(vmulq_f32(vld1q_f32(p + i), ic))));
+    if (i < n) {
+        float t[4] = {0};
+        memcpy(t, p + i, (size_t)(n - i) * 4);
+        vst1q_f32(t, vmulq_f32(c, cn_tanh(vmulq_f32(vld1q_f32(t), ic))));
+        memcpy(p + i, t, (size_t)(n - i) * 4);
+    }
+}
+
+typedef struct {
+    const float *q, *mask;
+    const void *k, *v; /* float32 or float16: the kt argument of the task functions */
+    float *out;
+    int64_t B, Hq, Hkv, L, S, d, q_offset, window, ms[4];
+    int64_t kvs[2]; /* element strides of k and v over (batch, head); rows are d apart */
+    int64_t gchunk; /* query heads of one KV head handled by one task */
+    int causal;
+    float scale, softcap;
+} attn_args;
+
+/* One task: query position i of batch b, query heads [h0, h0 + G) that all
+ * read KV head hk.  Each key and value row is loaded once for all G heads,
+ * which is what makes grouped-query decode cheap: K and V are read from
+ * memory once per KV head, not once per query head. */
+CN_INLINE void attn_task(const attn_args *a, int64_t b, int64_t hk, int64_t i, int64_t h0,
+                         int64_t G, float *p, const float **qr, float **orow, const int kt) {
+    const size_t es = cn_wsize(kt);
+    const int64_t S = a->S, d = a->d, L = a->L;
+    const int64_t kv = b * a->kvs[0] + hk * a->kvs[1], pos = a->q_offset + i;
+    int64_t lo = 0, hi = S;
+    if (a->causal) hi = CN_MAX(0, CN_MIN(S, pos + 1));
+    if (a->window >= 0) lo = CN_MAX(0, pos - a->window + 1);
+    const int64_t n = hi - lo;
+    const char *kb = (const char *)a->k + (size_t)(kv + lo * d) * es;
+    const char *vb = (const char *)a->v + (size_t)(kv + lo * d) * es;
+    for (int64_t g = 0; g < G; g++) {
+        qr[g] = a->q + ((b * a->Hq + h0 + g) * L + i) * d;
+        orow[g] = a->out + ((b * a->Hq + h0 + g) * L + i) * d;
+        memset(orow[g], 0, (size_t)d * 4);
+    }
+    if (n <= 0) return; /* every key hidden: the reference gives zeros */
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) /* four keys at a time: one pairwise-add reduction */
+        for (int64_t g = 0; g < G; g++)
+            vst1q_f32(p + g * S + j, dot4(qr[g], kb + (size_t)(j * d) * es, d, a->scale, kt));
+    for (; j < n; j++)
+        for (int64_t g = 0; g < G; g++) p[g * S + j] = dot(qr[g], kb + (size_t)(j * d) * es, d, kt) * a->scale;
+    for (int64_t g = 0; g < G; g++) {
+        float *pg = p + g * S;
+        if (a->softcap > 0.0f) softcap_row(pg, n, a->softcap);
+        if (a->mask) {
+            const float *mr = a->mask + b * a->ms[0] + (h0 + g) * a->ms[1] + i * a->ms[2] + lo * a->ms[3];
+            for (int64_t jj = 0; jj < n; jj++) pg[jj] += mr[jj * a->ms[3]];
+        }
+        cn_softmax_row(pg, pg, n);
+    }
+    /* Values in blocks of VB keys that stay in L1 while every head of the
+     * group and every 16-wide slice of the output accumulates in registers. */
+    for (int64_t j0 = 0; j0 < n; j0 += VB) {
+        const int64_t j1 = CN_MIN(n, j0 + VB);
+        for (int64_t g = 0; g < G; g++) {
+            const float *pg = p + g * S;
+            float *o = orow[g];
+            int64_t t = 0;
+            for (; t + 16 <= d; t += 16) {
+                float32x4_t o0 = vld1q_f32(o + t), o1 = vld1q_f32(o + t + 4);
+                float32x4_t o2 = vld1q_f32(o + t + 8), o3 = vld1q_f32(o + t + 12);
+                for (int64_t jj = j0; jj < j1; jj++) {
+                    const void *vj = vb + (size_t)(jj * d) * es;
+                    const float32x4_t w = vdupq_n_f32(pg[jj]);
+                    float32x4_t l0, h0, l1, h1;
+                    cn_load_w8(vj, t, kt, &l0, &h0);
+                    cn_load_w8(vj, t + 8, kt, &l1, &h1);
+                    o0 = vfmaq_f32(o0, w, l0);
+                    o1 = vfmaq_f32(o1, w, h0);
+                    o2 = vfmaq_f32(o2, w, l1);
+                    o3 = vfmaq_f32(o3, w, h1);
+                }
+                vst1q_f32(o + t, o0);
+                vst1q_f32(o + t + 4, o1);
+                vst1q_f32(o + t + 8, o2);
+                vst1q_f32(o + t + 12, o3);
+            }
+            for (; t < d; t++) {
+                float acc = o[t];
+                for (int64_t jj = j0; jj < j1; jj++) acc += pg[jj] * cn_load_w1(vb, jj * d + t, kt);
+                o[t] = acc;
+            }
+        }
+    }
+}
+
+/* Tasks [t0, t1) of the (B, Hkv, L, head chunk) grid. */
+CN_INLINE void attn_tasks(const attn_args *a, int64_t t0, int64_t t1, const int kt) {
+    const int64_t group = a->Hq / a->Hkv, chunks = (group + a->gchunk - 1) / a->gchunk;
+    /* This thread's scratch: G score rows, and G query / output row pointers. */
+    float *p = (float *)malloc(sizeof(float) * (size_t)(a->gchunk * a->S + 4));
+    void **rows = (void **)malloc(sizeof(void *) * 2 * (size_t)a->gchunk);
+    const float **qr = (const float **)rows;
+    float **orow = (float **)(rows + a->gchunk);
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t gc = t % chunks, i = (t / chunks) % a->L;
+        const int64_t hk = (t / (chunks * a->L)) % a->Hkv, b = t / (chunks * a->L * a->Hkv);
+        const int64_t g0 = gc * a->gchunk, G = CN_MIN(a->gchunk, group - g0);
+        attn_task(a, b, hk, i, hk * group + g0, G, p, qr, orow, kt);
+    }
+    free(rows);
+    free(p);
+}
+
+static void attn_f32(const void *c, int64_t t0, int64_t t1) { attn_tasks(c, t0, t1, CN_F32); }
+static void attn_f16(const void *c, int64_t t0, int64_t t1) { attn_tasks(c, t0, t1, CN_F16); }
+
+void cn_attention(const float *q, const void *k, const void *v, int kvtype, float *out,
+                  int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t S, int64_t d,
+                  float scale, int64_t q_offset, int causal, int64_t window, float softcap,
+                  const float *mask, int64_t ms0, int64_t ms1, int64_t ms2, int64_t ms3,
+                  int64_t kvs0, int64_t kvs1) {
+    const int64_t group = Hq / Hkv, base = B * Hkv * L;
+    /* Keep every thread busy in decode with few KV heads (MQA): split the
+     * query heads of a KV head over tasks when there are too few tasks. */
+    int64_t split = base >= 2 * cn_threads ? 1 : CN_MIN(group, (2 * cn_threads + base - 1) / base);
+    const int64_t gchunk = (group + split - 1) / split;
+    attn_args a = {q, mask, k, v, out, B, Hq, Hkv, L, S, d, q_offset, window,
+                   {ms0, ms1, ms2, ms3}, {kvs0, kvs1}, gchunk, causal, scale, softcap};
+    const int64_t tasks = base * ((group + gchunk - 1) / gchunk);
+    cn_parallel_for(tasks, B * Hq * L * S * d, kvtype == CN_F16 ? attn_f16 : attn_f32, &a);
+}

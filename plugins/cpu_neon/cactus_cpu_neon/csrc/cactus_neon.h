@@ -1,0 +1,63 @@
+/* The C API of the cpu_neon kernels.  This file is read verbatim by cffi's
+ * cdef, so it holds plain declarations only: no macros, no includes.
+ *
+ * Conventions: every array is C-contiguous; activations are float32.
+ * Weight types (wtype): 0 = float32, 1 = float16, 2 = bfloat16 (raw uint16
+ * words).  16-bit weights are read in place and widened in registers.
+ * Sizes are int64_t so that large matrices never overflow an index.
+ * Attention: window < 0 means no sliding window, softcap <= 0 means none,
+ * mask (may be NULL) is indexed with element strides ms0..ms3 (0 = broadcast);
+ * k and v (kvtype 0 = float32, 1 = float16) share element strides kvs0
+ * (batch) and kvs1 (head) with rows of d contiguous values, so a view into a
+ * preallocated KV cache needs no copy. */
+
+void cn_set_threads(int n);
+int cn_get_threads(void);
+int cn_native_neon(void);
+int cn_threading(void); /* 0 single-threaded, 1 OpenMP, 2 POSIX thread pool */
+
+void cn_linear(const float *x, int64_t M, int64_t K, const void *w, int wtype,
+               int64_t N, const float *bias, float *y);
+
+void cn_embedding(const void *table, int wtype, int64_t D, const int64_t *ids,
+                  int64_t n, float *out);
+
+void cn_rms_norm(const float *x, const float *w, float *out, int64_t rows,
+                 int64_t D, float eps, int unit_offset);
+
+void cn_layer_norm(const float *x, const float *w, const float *b, float *out,
+                   int64_t rows, int64_t D, float eps);
+
+void cn_rope(const float *x, float *out, int64_t BH, int64_t L, int64_t hd,
+             const double *positions, const float *inv_freq, int64_t half);
+
+void cn_softmax(const float *x, float *out, int64_t rows, int64_t n);
+
+void cn_activation(const float *x, float *out, int64_t n, int kind);
+
+void cn_gated_activation(const float *gate, const float *up, float *out,
+                         int64_t n, int kind);
+
+void cn_hadamard(const float *x, float *out, int64_t rows, int64_t n,
+                 int64_t block);
+
+void cn_attention(const float *q, const void *k, const void *v, int kvtype,
+                  float *out, int64_t B, int64_t Hq, int64_t Hkv, int64_t L,
+                  int64_t S, int64_t d, float scale, int64_t q_offset, int causal,
+                  int64_t window, float softcap, const float *mask,
+                  int64_t ms0, int64_t ms1, int64_t ms2, int64_t ms3,
+                  int64_t kvs0, int64_t kvs1);
+
+/* CQ weights (docs/formats.md): x already rotated, codebook widened to
+ * float32, scales float16 words.  Returns -1 for a layout it cannot run. */
+int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
+                 int64_t stride, int index_bits, int vec_dim,
+                 const uint16_t *scales, int64_t group, const float *codebook,
+                 int64_t N, const float *bias, float *y);
+
+/* int4 / int8 affine groups (RTN, GPTQ): codes packed per row (int4: low
+ * nibble first), scales and biases float16 words (N, K / group).  Returns -1
+ * for a layout it cannot run. */
+int cn_affine_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
+                     int bits, const uint16_t *scales, const uint16_t *biases,
+                     int64_t group, int64_t N, const float *bias, float *y);

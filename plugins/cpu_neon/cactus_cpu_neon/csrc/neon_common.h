@@ -1,0 +1,284 @@
+/* Shared by every kernel file: the NEON header (native or SIMDe), threading,
+ * weight widening and vector math (exp, tanh, erfc).
+ *
+ * One source serves every CPU: on AArch64 the intrinsics are the real ones
+ * from arm_neon.h; elsewhere SIMDe's native aliases map the same names onto
+ * SSE/AVX (or plain C), so x86 builds run, and are tested, through the very
+ * code an ARM phone runs. */
+#ifndef CACTUS_NEON_COMMON_H
+#define CACTUS_NEON_COMMON_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if (defined(__aarch64__) || defined(_M_ARM64)) && !defined(CACTUS_FORCE_SIMDE)
+#include <arm_neon.h>
+#define CN_NATIVE 1
+#else
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/arm/neon.h>
+#define CN_NATIVE 0
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+#endif
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cactus_neon.h"
+
+#define CN_F32 0
+#define CN_F16 1
+#define CN_BF16 2
+
+#define CN_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CN_MAX(a, b) ((a) > (b) ? (a) : (b))
+#if defined(_MSC_VER)
+#define CN_INLINE static __forceinline
+#else
+#define CN_INLINE static inline __attribute__((always_inline))
+#endif
+
+/* Thread count for parallel regions (set once by the Python backend). */
+extern int cn_threads;
+
+/* Below this much work (multiply-adds, or elements for light ops) a parallel
+ * region costs more than it saves. */
+#define CN_PAR_MIN_WORK 32768
+
+/* Runs fn(ctx, begin, end) over [0, n) split into one contiguous range per
+ * thread (runtime.c).  Kernels pass the work through a context struct and
+ * keep their type-specialised loops in plain functions: the OpenMP region
+ * lives in one place, and the compiler never has to specialise a loop
+ * inside an outlined parallel body (which it does not do). */
+typedef void (*cn_range_fn)(const void *ctx, int64_t begin, int64_t end);
+void cn_parallel_for(int64_t n, int64_t work, cn_range_fn fn, const void *ctx);
+
+/* The float GEMM microkernel of linear.c, for panels other kernels decode:
+ * acc[i][j] = dot(xr[i][k0:k1], wr[j][k0:k1]). */
+void cn_tile4x4_f32(const float *const xr[4], const float *const wr[4], int64_t k0, int64_t k1,
+                    float acc[4][4]);
+
+/* ---- weight widening ---------------------------------------------------- */
+
+CN_INLINE float32x4_t cn_bf16x4(const uint16_t *p) {
+    /* bf16 is the top half of an f32: shifting the word up is exact. */
+#if CN_NATIVE
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+#else
+    /* SIMDe emulates the widening shift lane by lane; widen, then shift, maps to two SSE ops. */
+    return vreinterpretq_f32_u32(vshlq_n_u32(vmovl_u16(vld1_u16(p)), 16));
+#endif
+}
+
+/* float16 words (one per 32-bit lane) to float32 with integer operations, so
+ * the emulated path never falls back to one scalar conversion per lane:
+ * move exponent+mantissa into f32 position and rescale by 2^112 (this also
+ * gets subnormals right), then force the exponent of Inf/NaN to all ones. */
+CN_INLINE float32x4_t cn_f16_bits_to_f32(uint32x4_t h) {
+    uint32x4_t sign = vshlq_n_u32(vandq_u32(h, vdupq_n_u32(0x8000)), 16);
+    uint32x4_t em = vshlq_n_u32(vandq_u32(h, vdupq_n_u32(0x7fff)), 13);
+    float32x4_t f = vmulq_f32(vreinterpretq_f32_u32(em), vdupq_n_f32(0x1p112f));
+    uint32x4_t special = vcgeq_u32(em, vdupq_n_u32(0x0f800000));
+    uint32x4_t bits = vorrq_u32(vreinterpretq_u32_f32(f),
+                                vandq_u32(special, vdupq_n_u32(0x7f800000)));
+    return vreinterpretq_f32_u32(vorrq_u32(bits, sign));
+}
+
+CN_INLINE float32x4_t cn_f16x4(const uint16_t *p) {
+#if CN_NATIVE
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+#elif defined(__F16C__)
+    return simde_float32x4_from_m128(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p)));
+#else
+    return cn_f16_bits_to_f32(vmovl_u16(vld1_u16(p)));
+#endif
+}
+
+CN_INLINE float cn_f16_scalar(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t em = (uint32_t)(h & 0x7fff) << 13;
+    float f;
+    memcpy(&f, &em, 4);
+    f *= 0x1p112f;
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if (em >= 0x0f800000u) bits |= 0x7f800000u;
+    bits |= sign;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+CN_INLINE float cn_bf16_scalar(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Eight weights starting at element i, as two float32x4.  One 128-bit load
+ * and a zip with zeros (bf16) or a native widening convert (f16): a single
+ * instruction each on NEON and on SSE. */
+CN_INLINE void cn_load_w8(const void *w, int64_t i, const int wt, float32x4_t *lo,
+                          float32x4_t *hi) {
+    if (wt == CN_F32) {
+        *lo = vld1q_f32((const float *)w + i);
+        *hi = vld1q_f32((const float *)w + i + 4);
+        return;
+    }
+    uint16x8_t v = vld1q_u16((const uint16_t *)w + i);
+#if CN_NATIVE
+    if (wt == CN_F16) {
+        float16x8_t h = vreinterpretq_f16_u16(v);
+        *lo = vcvt_f32_f16(vget_low_f16(h));
+        *hi = vcvt_high_f32_f16(h);
+    } else {
+        *lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(v), 16));
+        *hi = vreinterpretq_f32_u32(vshll_high_n_u16(v, 16));
+    }
+#elif defined(__F16C__)
+    /* SIMDe emulates vcvt_f32_f16 lane by lane; F16C is x86's own widening
+     * convert, the one place this source names an x86 instruction. */
+    uint16x8_t z = vdupq_n_u16(0);
+    if (wt == CN_BF16) {
+        *lo = vreinterpretq_f32_u16(vzip1q_u16(z, v));
+        *hi = vreinterpretq_f32_u16(vzip2q_u16(z, v));
+    } else {
+        __m128i raw = simde_uint16x8_to_m128i(v);
+        *lo = simde_float32x4_from_m128(_mm_cvtph_ps(raw));
+        *hi = simde_float32x4_from_m128(_mm_cvtph_ps(_mm_unpackhi_epi64(raw, raw)));
+    }
+#else
+    uint16x8_t z = vdupq_n_u16(0);
+    if (wt == CN_BF16) {
+        *lo = vreinterpretq_f32_u16(vzip1q_u16(z, v));
+        *hi = vreinterpretq_f32_u16(vzip2q_u16(z, v));
+    } else {
+        *lo = cn_f16_bits_to_f32(vreinterpretq_u32_u16(vzip1q_u16(v, z)));
+        *hi = cn_f16_bits_to_f32(vreinterpretq_u32_u16(vzip2q_u16(v, z)));
+    }
+#endif
+}
+
+/* Four weights starting at element i of a row of type wt, as float32. */
+CN_INLINE float32x4_t cn_load_w(const void *w, int64_t i, int wt) {
+    if (wt == CN_F32) return vld1q_f32((const float *)w + i);
+    if (wt == CN_F16) return cn_f16x4((const uint16_t *)w + i);
+    return cn_bf16x4((const uint16_t *)w + i);
+}
+
+CN_INLINE float cn_load_w1(const void *w, int64_t i, int wt) {
+    if (wt == CN_F32) return ((const float *)w)[i];
+    if (wt == CN_F16) return cn_f16_scalar(((const uint16_t *)w)[i]);
+    return cn_bf16_scalar(((const uint16_t *)w)[i]);
+}
+
+CN_INLINE size_t cn_wsize(int wt) { return wt == CN_F32 ? 4 : 2; }
+
+/* Softmax of one row in place or out of place (rowwise.c); an all -inf row gives zeros. */
+void cn_softmax_row(const float *x, float *out, int64_t n);
+
+/* ---- vector math -------------------------------------------------------- */
+
+/* exp(x): x = n*ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor
+ * polynomial (truncation error ~1e-8), 2^n assembled in the exponent field
+ * as 2^(n-1) * 2 so that n = 128 (x up to 88.72) still fits.  Below -86.6
+ * the result is 0 (true value < 2.4e-38), above 88.72 it is +inf. */
+CN_INLINE float32x4_t cn_exp(float32x4_t x) {
+    uint32x4_t tiny = vcltq_f32(x, vdupq_n_f32(-86.6f));
+    uint32x4_t huge = vcgtq_f32(x, vdupq_n_f32(88.72f));
+    x = vmaxq_f32(vminq_f32(x, vdupq_n_f32(88.72f)), vdupq_n_f32(-86.6f));
+    float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.0f / 5040.0f);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 720.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(126)), 23);
+    float32x4_t y = vmulq_f32(vmulq_f32(p, vreinterpretq_f32_s32(e)), vdupq_n_f32(2.0f));
+    y = vbslq_f32(huge, vdupq_n_f32(INFINITY), y);
+    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), tiny));
+}
+
+/* tanh(x): an odd Taylor polynomial near zero (where 1 - 2/(e^2x + 1)
+ * would cancel), the exp form elsewhere. */
+CN_INLINE float32x4_t cn_tanh(float32x4_t x) {
+    float32x4_t ax = vabsq_f32(x);
+    float32x4_t e = cn_exp(vmulq_f32(ax, vdupq_n_f32(2.0f)));
+    float32x4_t big = vsubq_f32(vdupq_n_f32(1.0f),
+                                vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, vdupq_n_f32(1.0f))));
+    float32x4_t x2 = vmulq_f32(x, x);
+    float32x4_t p = vdupq_n_f32(62.0f / 2835.0f);
+    p = vfmaq_f32(vdupq_n_f32(-17.0f / 315.0f), p, x2);
+    p = vfmaq_f32(vdupq_n_f32(2.0f / 15.0f), p, x2);
+    p = vfmaq_f32(vdupq_n_f32(-1.0f / 3.0f), p, x2);
+    float32x4_t small = vfmaq_f32(x, vmulq_f32(p, x2), x);
+    /* big carries |x|: put the sign of x back. */
+    uint32x4_t signbit = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
+    big = vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(big), signbit));
+    return vbslq_f32(vcltq_f32(ax, vdupq_n_f32(0.25f)), small, big);
+}
+
+/* erfc(z) for any z: the Chebyshev fit t*exp(-z^2 + P(t)), t = 1/(1+|z|/2),
+ * whose relative error is below 1.2e-7 everywhere (Press et al., Numerical
+ * Recipes 6.2), with erfc(-z) = 2 - erfc(z).  z^2 comes in as hi + lo (an
+ * exact split): in the far tail z^2 ~ 100 and its rounding alone would cost
+ * 1e-5 relative error, and relative accuracy there is what keeps exact GELU
+ * accurate for large negative inputs. */
+CN_INLINE float32x4_t cn_erfc_core(float32x4_t z, float32x4_t z2hi, float32x4_t z2lo) {
+    float32x4_t az = vabsq_f32(z);
+    float32x4_t t = vdivq_f32(vdupq_n_f32(1.0f),
+                              vfmaq_f32(vdupq_n_f32(1.0f), az, vdupq_n_f32(0.5f)));
+    float32x4_t p = vdupq_n_f32(0.17087277f);
+    p = vfmaq_f32(vdupq_n_f32(-0.82215223f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(1.48851587f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(-1.13520398f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(0.27886807f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(-0.18628806f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(0.09678418f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(0.37409196f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(1.00002368f), p, t);
+    p = vfmaq_f32(vdupq_n_f32(-1.26551223f), p, t);
+    /* exp(p - hi - lo) = exp(p - hi) * (1 - lo), lo being tiny. */
+    float32x4_t e = vmulq_f32(cn_exp(vsubq_f32(p, z2hi)), vsubq_f32(vdupq_n_f32(1.0f), z2lo));
+    float32x4_t r = vmulq_f32(t, e);
+    return vbslq_f32(vcltq_f32(z, vdupq_n_f32(0.0f)), vsubq_f32(vdupq_n_f32(2.0f), r), r);
+}
+
+CN_INLINE float32x4_t cn_erfc(float32x4_t z) {
+    float32x4_t hi = vmulq_f32(z, z);
+    return cn_erfc_core(z, hi, vfmaq_f32(vnegq_f32(hi), z, z));
+}
+
+/* Exact GELU, 0.5 x erfc(-x/sqrt2), with z^2 = x^2/2 split from x itself so
+ * the rounding of x/sqrt2 never reaches the exponent. */
+CN_INLINE float32x4_t cn_gelu(float32x4_t x) {
+    float32x4_t xx = vmulq_f32(x, x), half = vdupq_n_f32(0.5f);
+#if CN_NATIVE || defined(__FMA__)
+    float32x4_t lo = vfmaq_f32(vnegq_f32(xx), x, x); /* exact: one rounding */
+#else
+    /* No fused multiply-add (SIMDe then rounds twice): Veltkamp-split x into
+     * 12-bit halves so every partial product below is exact. */
+    float32x4_t big = vmulq_f32(x, vdupq_n_f32(4097.0f));
+    float32x4_t hi = vsubq_f32(big, vsubq_f32(big, x)), xlo = vsubq_f32(x, hi);
+    float32x4_t lo = vsubq_f32(vmulq_f32(hi, hi), xx);
+    lo = vaddq_f32(lo, vmulq_f32(vaddq_f32(hi, hi), xlo));
+    lo = vaddq_f32(lo, vmulq_f32(xlo, xlo));
+#endif
+    /* Where x^2 overflows the split is inf - inf; GELU is x or 0 there anyway. */
+    lo = vbslq_f32(vcltq_f32(vabsq_f32(x), vdupq_n_f32(1e18f)), lo, vdupq_n_f32(0.0f));
+    float32x4_t z = vmulq_f32(x, vdupq_n_f32(-0.7071067811865476f));
+    return vmulq_f32(vmulq_f32(half, x), cn_erfc_core(z, vmulq_f32(xx, half), vmulq_f32(lo, half)));
+}
+
+#endif

@@ -1,0 +1,163 @@
+"""Mixed precision (``cq3.26``, ``cq2.54``): bits per tensor from measured sensitivity.
+
+Each tensor gets one of the CQ widths (2, 3 or 4 bits) so that the size-weighted
+TRUE bits per weight of the whole model (scales and tables included) lands on
+the target, while the summed sensitivity is as small as possible.  This is a
+multiple-choice knapsack; :func:`allocate_bits` solves it greedily by the best
+error reduction per extra bit, which is optimal up to the last upgrade when
+each tensor's error-versus-bits curve is convex (it is for these codebooks).
+
+Sensitivity comes from a callback ``measure(tensor_name, bits) -> float``: the
+lead's model-level KL divergence once the engine exists, or the cheap proxy
+:func:`proxy_measure` (weight MSE times activation scale).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import attrs
+import numpy as np
+
+from cactus_core.errors import QuantizationError
+
+from .cq import CQQuantizer, check_matrix
+
+BIT_CHOICES = (2, 3, 4)
+
+
+@attrs.frozen
+class Allocation:
+    """The outcome of :func:`allocate_bits`."""
+
+    bits: dict[str, int]  # tensor name -> bit width
+    average_bpw: float  # size-weighted true bits per weight achieved
+    total_error: float  # summed sensitivity at the chosen widths
+
+
+def allocate_bits(
+    sizes: Mapping[str, int],
+    target_bpw: float,
+    measure: Callable[[str, int], float],
+    choices: Sequence[int] = BIT_CHOICES,
+    cost: Optional[Callable[[str, int], float]] = None,
+) -> Allocation:
+    """Pick a bit width per tensor so the average true bpw is at most ``target_bpw``.
+
+    ``sizes``: tensor name -> number of weights.  ``measure(name, bits)``: the
+    error the tensor adds at that width (any additive unit, e.g. KL divergence).
+    ``cost(name, bits)``: true bits per weight of that tensor at that width
+    (default: the CQ format's exact count needs shapes, so plain ``bits``).
+    """
+    if not sizes:
+        raise QuantizationError("nothing to allocate: no tensors")
+    choices = sorted(set(int(b) for b in choices))
+    cost = cost or (lambda _name, bits: float(bits))
+    names = list(sizes)
+    err = {n: {b: float(measure(n, b)) for b in choices} for n in names}
+    bpw = {n: {b: float(cost(n, b)) for b in choices} for n in names}
+    total_w = float(sum(sizes.values()))
+    budget = target_bpw * total_w
+    pick = {n: min(choices, key=lambda b, n=n: bpw[n][b]) for n in names}
+    used = sum(sizes[n] * bpw[n][pick[n]] for n in names)
+    if used > budget + 1e-9:
+        raise QuantizationError(
+            f"target {target_bpw} bpw is below the smallest width ({used / total_w:.3f} bpw)"
+        )
+    while True:
+        best = None  # (gain per bit, name, bits, extra bits)
+        for n in names:
+            cur = pick[n]
+            for b in choices:
+                extra = sizes[n] * (bpw[n][b] - bpw[n][cur])
+                gain = err[n][cur] - err[n][b]
+                if extra <= 0 or gain <= 0 or used + extra > budget + 1e-9:
+                    continue
+                if best is None or gain / extra > best[0]:
+                    best = (gain / extra, n, b, extra)
+        if best is None:
+            break
+        _, n, b, extra = best
+        pick[n] = b
+        used += extra
+    return Allocation(
+        bits=pick,
+        average_bpw=used / total_w,
+        total_error=sum(err[n][pick[n]] for n in names),
+    )
+
+
+def proxy_measure(
+    weights: Mapping[str, Any],
+    act_scale: Optional[Mapping[str, float]] = None,
+    quantizers: Optional[Mapping[int, CQQuantizer]] = None,
+) -> Callable[[str, int], float]:
+    """The cheap sensitivity: ``||W - deq(W)||_F^2 * act_scale[name]``.
+
+    That is the expected squared output error when the layer's inputs have mean
+    square ``act_scale`` per channel (1.0 when unknown).  Results are cached.
+    """
+    quantizers = quantizers or {b: CQQuantizer(f"cq{b}", b) for b in BIT_CHOICES}
+    cache: dict[tuple[str, int], float] = {}
+
+    def measure(name: str, bits: int) -> float:
+        key = (name, bits)
+        if key not in cache:
+            w = check_matrix(name, weights[name])
+            deq = quantizers[bits].quantize(name, w).dequantize_unrotated()
+            scale = 1.0 if act_scale is None else float(act_scale.get(name, 1.0))
+            cache[key] = float(np.sum((deq - w) ** 2, dtype=np.float64)) * scale
+        return cache[key]
+
+    return measure
+
+
+class MixedCQQuantizer:
+    """``cq3.26`` / ``cq2.54``: CQ widths per tensor from a sensitivity plan.
+
+    Call :meth:`plan` with the model's weights (or their shapes plus a
+    ``measure`` callback) first; :meth:`quantize` then uses the planned width,
+    or an explicit ``bits=`` option.
+    """
+
+    def __init__(self, name: str, target_bpw: float, choices: Sequence[int] = BIT_CHOICES):
+        self.name, self.target_bpw = name, float(target_bpw)
+        self.inner = {b: CQQuantizer(f"cq{b}", b) for b in choices}
+        self.allocation: Optional[Allocation] = None
+
+    @property
+    def bits_per_weight(self) -> float:
+        """The achieved average once planned, else the target."""
+        return self.allocation.average_bpw if self.allocation else self.target_bpw
+
+    def plan(
+        self,
+        weights: Mapping[str, Any],
+        measure: Optional[Callable[[str, int], float]] = None,
+        act_scale: Optional[Mapping[str, float]] = None,
+    ) -> Allocation:
+        """Allocate widths for ``weights`` (name -> array, or name -> shape with ``measure``)."""
+        shapes = {n: tuple(np.shape(w)) if not isinstance(w, tuple) else w for n, w in weights.items()}
+        if measure is None:
+            measure = proxy_measure(weights, act_scale, self.inner)
+        self.allocation = allocate_bits(
+            {n: int(np.prod(s)) for n, s in shapes.items()},
+            self.target_bpw,
+            measure,
+            choices=tuple(self.inner),
+            cost=lambda n, b: self.inner[b].bits_for_shape(shapes[n]),
+        )
+        return self.allocation
+
+    def quantize(self, name: str, array: Any, **options: Any):
+        """Quantize ``name`` at its planned width (``bits=`` overrides)."""
+        bits = options.pop("bits", None)
+        if bits is None:
+            if self.allocation is None or name not in self.allocation.bits:
+                raise QuantizationError(
+                    f"{self.name} has no width for '{name}': call plan() with the model's weights first"
+                )
+            bits = self.allocation.bits[name]
+        if int(bits) not in self.inner:
+            raise QuantizationError(f"{self.name}: bits must be one of {sorted(self.inner)}, got {bits}")
+        return self.inner[int(bits)].quantize(name, array, **options)

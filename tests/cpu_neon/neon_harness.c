@@ -1,0 +1,314 @@
+/* C-level check of the cpu_neon kernels on real AArch64 NEON (or under
+ * qemu-aarch64): every kernel against a plain scalar reference in double
+ * precision, written here independently of the kernels.
+ *
+ * Build with aarch64-linux-gnu-gcc -O2 -static -fopenmp, the kernel sources
+ * (every .c file of csrc/) and this file, then run the binary
+ * under qemu-aarch64; test_native_neon.py does exactly that, and
+ * docs/cpu_neon.md gives the commands.
+ * No SIMDe include path is given, so this only compiles on the native path.
+ * Prints one line per check and exits with the number of failures. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cactus_neon.h"
+
+static int failures = 0;
+static uint64_t seed = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) { /* uniform in [-1, 1), deterministic */
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((seed >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+static float *fill(int64_t n, float scale) {
+    float *p = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) p[i] = frand() * scale;
+    return p;
+}
+
+/* max |got - want| / (atol + rtol |want|) must stay <= 1 */
+static void check(const char *name, const float *got, const double *want, int64_t n, double rtol,
+                  double atol) {
+    double worst = 0, err = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        double r = e / (atol + rtol * fabs(want[i]));
+        if (r > worst || isnan(got[i]) != isnan(want[i])) worst = isnan(got[i]) != isnan(want[i]) ? INFINITY : r;
+        if (e > err) err = e;
+    }
+    int ok = worst <= 1.0;
+    failures += !ok;
+    printf("%s %-34s max abs err %.3g\n", ok ? "ok  " : "FAIL", name, err);
+}
+
+/* Reference float16 -> double, decoded field by field. */
+static double half_ref(uint16_t h) {
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return s ? -v : v;
+}
+
+static uint16_t to_half(float f) { /* round-to-nearest for test data; tiny values flush to zero */
+    int e;
+    double m = frexp(f, &e);
+    uint16_t s = f < 0 ? 0x8000 : 0;
+    if (fabs(f) < 6.2e-5) return s;
+    int mant = (int)lround(fabs(m) * 2048) - 1024;
+    if (mant == 1024) { mant = 0; e++; }
+    return s | (uint16_t)((e + 14) << 10) | (uint16_t)mant;
+}
+
+static void test_linear(int64_t M, int64_t K, int64_t N, int wtype) {
+    float *x = fill(M * K, 1), *w32 = fill(N * K, 0.1f), *b = fill(N, 1), *y = fill(M * N, 0);
+    uint16_t *w16 = malloc(2 * (size_t)(N * K));
+    double *want = malloc(sizeof(double) * (size_t)(M * N)), *wd = malloc(sizeof(double) * (size_t)(N * K));
+    for (int64_t i = 0; i < N * K; i++) {
+        if (wtype == 0) wd[i] = w32[i];
+        else if (wtype == 1) { w16[i] = to_half(w32[i]); wd[i] = half_ref(w16[i]); }
+        else { uint32_t u; memcpy(&u, &w32[i], 4); w16[i] = u >> 16; u = (uint32_t)w16[i] << 16; float f; memcpy(&f, &u, 4); wd[i] = f; }
+    }
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double s = b[n];
+            for (int64_t k = 0; k < K; k++) s += (double)x[m * K + k] * wd[n * K + k];
+            want[m * N + n] = s;
+        }
+    cn_linear(x, M, K, wtype ? (const void *)w16 : (const void *)w32, wtype, N, b, y);
+    char name[64];
+    snprintf(name, sizeof name, "linear %s M=%lld K=%lld N=%lld", wtype == 0 ? "f32" : wtype == 1 ? "f16" : "bf16",
+             (long long)M, (long long)K, (long long)N);
+    check(name, y, want, M * N, 1e-5, 1e-5);
+    free(x); free(w32); free(b); free(y); free(w16); free(want); free(wd);
+}
+
+static void test_f16_all_patterns(void) {
+    uint16_t *t = malloc(2 * 65536);
+    int64_t *ids = malloc(8 * 8192);
+    float *out = malloc(4 * 65536);
+    double *want = malloc(8 * 65536);
+    for (int i = 0; i < 65536; i++) { t[i] = (uint16_t)i; want[i] = half_ref((uint16_t)i); }
+    for (int i = 0; i < 8192; i++) ids[i] = i;
+    cn_embedding(t, 1, 8, ids, 8192, out);
+    check("f16 widening, all 65536 patterns", out, want, 65536, 0, 0);
+    free(t); free(ids); free(out); free(want);
+}
+
+static void test_norms(void) {
+    const int64_t R = 5, D = 67;
+    float *x = fill(R * D, 3), *w = fill(D, 1), *b = fill(D, 1), *y = fill(R * D, 0);
+    double *want = malloc(8 * (size_t)(R * D));
+    for (int64_t r = 0; r < R; r++) {
+        double ss = 0;
+        for (int64_t i = 0; i < D; i++) ss += (double)x[r * D + i] * x[r * D + i];
+        double inv = 1 / sqrt(ss / D + 1e-6);
+        for (int64_t i = 0; i < D; i++) want[r * D + i] = x[r * D + i] * inv * (1.0 + w[i]);
+    }
+    cn_rms_norm(x, w, y, R, D, 1e-6f, 1);
+    check("rms_norm (unit offset)", y, want, R * D, 1e-5, 1e-6);
+    for (int64_t r = 0; r < R; r++) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < D; i++) mean += x[r * D + i];
+        mean /= D;
+        for (int64_t i = 0; i < D; i++) var += (x[r * D + i] - mean) * (x[r * D + i] - mean);
+        double inv = 1 / sqrt(var / D + 1e-5);
+        for (int64_t i = 0; i < D; i++) want[r * D + i] = (x[r * D + i] - mean) * inv * w[i] + b[i];
+    }
+    cn_layer_norm(x, w, b, y, R, D, 1e-5f);
+    check("layer_norm", y, want, R * D, 1e-5, 1e-6);
+    free(x); free(w); free(b); free(y); free(want);
+}
+
+static void test_rope(void) {
+    const int64_t BH = 3, L = 4, hd = 40, half = 12; /* rotary dim 24 < head dim */
+    float *x = fill(BH * L * hd, 1), *y = fill(BH * L * hd, 0), inv[12];
+    double pos[4] = {0, 7, 1000, 65537}, *want = malloc(8 * (size_t)(BH * L * hd));
+    for (int i = 0; i < half; i++) inv[i] = (float)pow(10000.0, -2.0 * i / 24);
+    for (int64_t r = 0; r < BH * L; r++) {
+        const float *xr = x + r * hd;
+        for (int64_t i = 0; i < hd; i++) want[r * hd + i] = xr[i];
+        for (int64_t i = 0; i < half; i++) {
+            double a = pos[r % L] * (double)inv[i], c = (float)cos(a), s = (float)sin(a);
+            want[r * hd + i] = xr[i] * c - xr[half + i] * s;
+            want[r * hd + half + i] = xr[half + i] * c + xr[i] * s;
+        }
+    }
+    cn_rope(x, y, BH, L, hd, pos, inv, half);
+    check("rope (partial rotary)", y, want, BH * L * hd, 1e-5, 1e-6);
+    free(x); free(y); free(want);
+}
+
+static double act_ref(double v, int kind) {
+    if (kind == 0) return v / (1 + exp(-v));
+    if (kind == 1) return 0.5 * v * erfc(-v / sqrt(2.0));
+    if (kind == 2) return 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    return v > 0 ? v : 0;
+}
+
+static void test_activations(void) {
+    const int64_t n = 4099;
+    const char *names[4] = {"silu", "gelu (erf)", "gelu_tanh", "relu"};
+    float *x = fill(n, 12), *up = fill(n, 1), *y = fill(n, 0);
+    double *want = malloc(8 * (size_t)n);
+    for (int kind = 0; kind < 4; kind++) {
+        for (int64_t i = 0; i < n; i++) want[i] = act_ref(x[i], kind) * up[i];
+        cn_gated_activation(x, up, y, n, kind);
+        char name[64];
+        snprintf(name, sizeof name, "gated %s", names[kind]);
+        check(name, y, want, n, 2e-6, 1e-7);
+    }
+    free(x); free(up); free(y); free(want);
+}
+
+static void test_softmax_hadamard(void) {
+    const int64_t R = 3, n = 131;
+    float *x = fill(R * n, 30), *y = fill(R * n, 0);
+    double *want = malloc(8 * (size_t)(R * n));
+    for (int64_t r = 0; r < R; r++) {
+        double m = -INFINITY, s = 0;
+        for (int64_t i = 0; i < n; i++) m = fmax(m, x[r * n + i]);
+        for (int64_t i = 0; i < n; i++) s += exp(x[r * n + i] - m);
+        for (int64_t i = 0; i < n; i++) want[r * n + i] = exp(x[r * n + i] - m) / s;
+    }
+    cn_softmax(x, y, R, n);
+    check("softmax", y, want, R * n, 1e-5, 1e-9);
+    const int64_t bs = 64, rows = 3, width = 128;
+    float *h = fill(rows * width, 1), *hy = fill(rows * width, 0);
+    double *hw = malloc(8 * (size_t)(rows * width));
+    for (int64_t blk = 0; blk < rows * width / bs; blk++)
+        for (int64_t i = 0; i < bs; i++) {
+            double s = 0; /* Sylvester order: H[i][j] = (-1)^popcount(i & j) */
+            for (int64_t j = 0; j < bs; j++) s += (__builtin_popcountll(i & j) & 1 ? -1.0 : 1.0) * h[blk * bs + j];
+            hw[blk * bs + i] = s / sqrt((double)bs);
+        }
+    cn_hadamard(h, hy, rows, width, bs);
+    check("hadamard (block 64)", hy, hw, rows * width, 1e-5, 1e-6);
+    free(x); free(y); free(want); free(h); free(hy); free(hw);
+}
+
+static void test_attention(int64_t L, int64_t S, int64_t off, int64_t window, float cap, int half) {
+    const int64_t B = 2, Hq = 4, Hkv = 2, d = 36;
+    float *q = fill(B * Hq * L * d, 1), *k = fill(B * Hkv * S * d, 1), *v = fill(B * Hkv * S * d, 1);
+    uint16_t *k16 = malloc(2 * (size_t)(B * Hkv * S * d)), *v16 = malloc(2 * (size_t)(B * Hkv * S * d));
+    for (int64_t i = 0; half && i < B * Hkv * S * d; i++) { /* the reference then uses the rounded values */
+        k16[i] = to_half(k[i]);
+        v16[i] = to_half(v[i]);
+        k[i] = (float)half_ref(k16[i]);
+        v[i] = (float)half_ref(v16[i]);
+    }
+    float *o = fill(B * Hq * L * d, 0), *mask = fill(S, 2); /* broadcast over b, h, i */
+    double *want = calloc((size_t)(B * Hq * L * d), 8), *p = malloc(8 * (size_t)S), scale = 1 / 6.0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < L; i++) {
+                const float *qr = q + ((b * Hq + h) * L + i) * d;
+                const float *kb = k + (b * Hkv + h / 2) * S * d, *vb = v + (b * Hkv + h / 2) * S * d;
+                double m = -INFINITY, s = 0;
+                for (int64_t j = 0; j < S; j++) {
+                    double dot = 0;
+                    for (int64_t t = 0; t < d; t++) dot += (double)qr[t] * kb[j * d + t];
+                    dot *= scale;
+                    if (cap > 0) dot = cap * tanh(dot / cap);
+                    int hidden = j > off + i || (window >= 0 && j <= off + i - window);
+                    p[j] = hidden ? -INFINITY : dot + mask[j];
+                    m = fmax(m, p[j]);
+                }
+                for (int64_t j = 0; j < S; j++) s += p[j] = exp(p[j] - m);
+                double *w = want + ((b * Hq + h) * L + i) * d;
+                for (int64_t j = 0; j < S; j++)
+                    for (int64_t t = 0; t < d; t++) w[t] += p[j] / s * vb[j * d + t];
+            }
+    cn_attention(q, half ? (const void *)k16 : k, half ? (const void *)v16 : v, half, o, B, Hq, Hkv, L, S,
+                 d, (float)scale, off, 1, window, cap, mask, 0, 0, 0, 1, Hkv * S * d, S * d);
+    char name[64];
+    snprintf(name, sizeof name, "attention%s L=%lld S=%lld w=%lld cap=%g", half ? " f16 kv" : "",
+             (long long)L, (long long)S, (long long)window, cap);
+    check(name, o, want, B * Hq * L * d, 1e-5, 1e-6);
+    free(q); free(k); free(v); free(o); free(mask); free(want); free(p); free(k16); free(v16);
+}
+
+/* CQ: random codes, scales and codebook; reference decodes the bit stream bit by bit. */
+static void test_cq(int bits, int d, int64_t M) {
+    const int64_t N = 150, K = 256, group = 64, nv = K / d, stride = (nv * bits + 7) / 8;
+    uint8_t *codes = calloc((size_t)(N * stride), 1);
+    uint16_t *scales = malloc(2 * (size_t)(N * K / group));
+    float *cb = fill((1 << bits) * d, 1), *x = fill(M * K, 1), *y = fill(M * N, 0);
+    double *want = calloc((size_t)(M * N), 8);
+    for (int64_t i = 0; i < N * stride; i++) codes[i] = (uint8_t)(frand() * 128 + 128);
+    for (int64_t i = 0; i < N * K / group; i++) scales[i] = to_half(0.5f + 0.25f * frand());
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t v = 0; v < nv; v++) {
+            uint32_t code = 0;
+            for (int b = 0; b < bits; b++) {
+                int64_t bit = v * bits + b;
+                code |= (uint32_t)((codes[n * stride + bit / 8] >> (bit % 8)) & 1) << b;
+            }
+            double s = half_ref(scales[n * (K / group) + v * d / group]);
+            for (int64_t m = 0; m < M; m++)
+                for (int e = 0; e < d; e++) want[m * N + n] += s * cb[code * d + e] * x[m * K + v * d + e];
+        }
+    int rc = cn_cq_linear(x, M, K, codes, stride, bits, d, scales, group, cb, N, NULL, y);
+    char name[64];
+    snprintf(name, sizeof name, "cq linear %d-bit codes of %d-vectors M=%lld", bits, d, (long long)M);
+    if (rc) failures++, printf("FAIL %s: rejected\n", name);
+    else check(name, y, want, M * N, 1e-5, 1e-5);
+    free(codes); free(scales); free(cb); free(x); free(y); free(want);
+}
+
+/* int4 / int8 affine groups against a scalar dequantization. */
+static void test_affine(int bits, int64_t group, int64_t M) {
+    const int64_t N = 200, K = 192, stride = K * bits / 8, groups = K / group;
+    uint8_t *codes = malloc((size_t)(N * stride));
+    uint16_t *sc = malloc(2 * (size_t)(N * groups)), *bi = malloc(2 * (size_t)(N * groups));
+    float *x = fill(M * K, 1), *y = fill(M * N, 0);
+    double *want = calloc((size_t)(M * N), 8);
+    for (int64_t i = 0; i < N * stride; i++) codes[i] = (uint8_t)(frand() * 128 + 128);
+    for (int64_t i = 0; i < N * groups; i++) {
+        sc[i] = to_half(0.05f + 0.02f * frand());
+        bi[i] = to_half(0.1f * frand() + 0.2f);
+    }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < K; i++) {
+            int q = bits == 8 ? codes[n * stride + i] : (codes[n * stride + i / 2] >> (4 * (i % 2))) & 15;
+            double w = q * half_ref(sc[n * groups + i / group]) + half_ref(bi[n * groups + i / group]);
+            for (int64_t m = 0; m < M; m++) want[m * N + n] += w * x[m * K + i];
+        }
+    int rc = cn_affine_linear(x, M, K, codes, bits, sc, bi, group, N, NULL, y);
+    char name[64];
+    snprintf(name, sizeof name, "int%d linear group %lld M=%lld", bits, (long long)group, (long long)M);
+    if (rc) failures++, printf("FAIL %s: rejected\n", name);
+    else check(name, y, want, M * N, 1e-5, 1e-5);
+    free(codes); free(sc); free(bi); free(x); free(y); free(want);
+}
+
+int main(void) {
+    printf("native NEON: %s\n", cn_native_neon() ? "yes" : "no (SIMDe)");
+    printf("threads: %s\n", (const char *[]){"none", "OpenMP", "thread pool"}[cn_threading()]);
+    cn_set_threads(3); /* an odd split; checks above CN_PAR_MIN_WORK run threaded */
+    for (int wt = 0; wt < 3; wt++) {
+        test_linear(1, 301, 37, wt);
+        test_linear(1, 1024, 67, wt);
+        test_linear(6, 517, 13, wt);
+    }
+    test_f16_all_patterns();
+    test_norms();
+    test_rope();
+    test_activations();
+    test_softmax_hadamard();
+    test_attention(1, 50, 49, -1, 0, 0);
+    test_attention(7, 19, 12, 5, 30.0f, 0);
+    test_attention(3, 41, 38, -1, 0, 1);
+    test_cq(8, 2, 1);
+    test_cq(6, 2, 1);
+    test_cq(8, 4, 5);
+    test_cq(5, 2, 3); /* a layout without a specialised kernel */
+    test_affine(4, 64, 1);
+    test_affine(4, 32, 3);
+    test_affine(8, 64, 1);
+    test_affine(8, 6, 2);
+    printf("%d failure(s)\n", failures);
+    return failures;
+}
