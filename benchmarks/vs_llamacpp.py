@@ -203,7 +203,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="llama-3.2-1b,qwen3-0.6b")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="0 only prepares the models")
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--bits", default="4", help="Cactus bundle bits for cactus convert ('' to skip)")
@@ -243,6 +243,9 @@ def main() -> int:
                 engines[f"cactus cq{args.bits}"] = ("cactus", bundle)
             else:
                 print(f"skipping the Cactus bundle: {conv.stderr.strip().splitlines()[-1:]}", flush=True)
+        if args.repeats == 0:
+            print(f"{name}: prepared {', '.join(engines)}", flush=True)
+            continue
         runs = {k: [] for k in engines}
         for rep in range(args.repeats):
             for label, (kind, path) in engines.items():  # alternate engines within each repeat

@@ -17,20 +17,19 @@ from .errors import CactusError
 EXIT_USAGE, EXIT_ERROR, EXIT_INTERRUPT = 2, 1, 130
 
 
-def _add_run(sub) -> None:
-    p = sub.add_parser("run", help="chat with a model (one prompt, or a REPL without --prompt)")
-    p.add_argument("model", nargs="?", default=None, help="model directory or name (default: the embedded model)")
-    p.add_argument("--prompt", "-p", help="answer this prompt and exit")
-    p.add_argument("--system", help="system prompt")
-    p.add_argument("--tools", help="JSON file with OpenAI-style tool definitions")
-    p.add_argument("--json", action="store_true", help="print the full response JSON")
-    p.add_argument("--max-tokens", type=int, default=256)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--context", type=int, default=None, help="context length (default 4096 or the model's)")
+def add_model_flags(p, model_required: bool = False) -> None:
+    """MODEL, --backend and --context: what every command that loads a model takes."""
+    if model_required:
+        p.add_argument("model", help="model directory or name")
+    else:
+        p.add_argument("model", nargs="?", default=None,
+                       help="model directory or name (default: the embedded model)")
     p.add_argument("--backend", default="auto", help="kernel backend (see `cactus plugins`)")
+    p.add_argument("--context", type=int, default=None, help="context length (default 4096 or the model's)")
+
+
+def add_routing_flags(p) -> None:
+    """Routing, cloud, tiers and RAG: what `run` and `serve` pass to the engine."""
     p.add_argument("--confidence-threshold", type=float, default=None)
     p.add_argument("--cloud-timeout-ms", type=int, default=None)
     p.add_argument("--no-cloud-handoff", action="store_true", help="always answer locally")
@@ -44,6 +43,21 @@ def _add_run(sub) -> None:
                    help="a larger local model to ask before the cloud (repeatable, in order)")
     p.add_argument("--corpus", default=None, help="RAG: answer with the .txt/.md files of this directory")
     p.add_argument("--embedder", default=None, help="embedding model for --corpus (default: the chat model)")
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="chat with a model (one prompt, or a REPL without --prompt)")
+    add_model_flags(p)
+    p.add_argument("--prompt", "-p", help="answer this prompt and exit")
+    p.add_argument("--system", help="system prompt")
+    p.add_argument("--tools", help="JSON file with OpenAI-style tool definitions")
+    p.add_argument("--json", action="store_true", help="print the full response JSON")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None)
+    add_routing_flags(p)
     p.set_defaults(func=cmd_run)
 
 
