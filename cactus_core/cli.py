@@ -122,7 +122,8 @@ def _print_result(result: dict, as_json: bool, streamed: bool) -> int:
         pass
     else:
         if not streamed:
-            print(result["response"])
+            if result["response"] or not result["function_calls"]:
+                print(result["response"])
         elif result["cloud_handoff"] or not result["response"].endswith("\n"):
             print()
         for call in result["function_calls"]:
@@ -141,7 +142,8 @@ def cmd_run(args) -> int:
                 top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     if args.prompt is not None:
         messages.append({"role": "user", "content": args.prompt})
-        stream = None if args.json else (lambda t: (sys.stdout.write(t), sys.stdout.flush()))
+        # With tools the raw text may be call markup: print the parsed answer instead.
+        stream = None if args.json or tools else (lambda t: (sys.stdout.write(t), sys.stdout.flush()))
         result = engine.complete(messages, on_token=stream, **opts)
         return _print_result(result, args.json, streamed=stream is not None)
     return _repl(engine, messages, opts, args.json)
@@ -166,7 +168,7 @@ def _repl(engine, messages: list, opts: dict, as_json: bool) -> int:
             messages = [m for m in messages if m["role"] == "system"]
             continue
         messages.append({"role": "user", "content": text})
-        stream = None if as_json else (lambda t: (sys.stdout.write(t), sys.stdout.flush()))
+        stream = None if as_json or opts.get("tools") else (lambda t: (sys.stdout.write(t), sys.stdout.flush()))
         result = engine.complete(messages, on_token=stream, **opts)
         status = _print_result(result, as_json, streamed=stream is not None)
         if result["success"]:
@@ -238,9 +240,16 @@ def _add_download(sub) -> None:
     add_download_command(sub)
 
 
+def _add_convert(sub) -> None:
+    from .convert_cli import add_convert_command
+
+    add_convert_command(sub)
+
+
 from .server_cli import add_embed, add_serve  # noqa: E402 - light module; heavy imports happen on use
 
-COMMANDS: list[Callable] = [_add_run, _add_plugins, _add_probe, _add_benchmark, _add_download, add_serve, add_embed]
+COMMANDS: list[Callable] = [_add_run, _add_plugins, _add_probe, _add_benchmark, _add_download, _add_convert,
+                           add_serve, add_embed]
 
 
 def build_parser() -> argparse.ArgumentParser:

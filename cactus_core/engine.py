@@ -88,7 +88,7 @@ class Engine:
         path = resolve_model(model)
         config = read_json(os.path.join(path, "config.json"), "config.json")
         module = model_module(config)
-        ops = Ops(plugins.select_backends(backend))
+        ops = options.pop("ops", None) or Ops(plugins.select_backends(backend))
         weights = load_weights(path)
         try:
             net = module.Model(config, weights, ops)

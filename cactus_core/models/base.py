@@ -71,7 +71,13 @@ class Scope:
 
     def __call__(self, name: str, shape: Optional[tuple[int, ...]] = None, linear: bool = False) -> Any:
         t = self.weights.get(self.prefix + name, shape)
-        return self.ops.prepare(t) if linear else t
+        if not linear:
+            return t
+        t = self.ops.prepare(t)
+        named = getattr(self.ops, "name_weight", None)  # calibration records inputs by tensor name
+        if named is not None:
+            named(self.prefix + name, t)
+        return t
 
     def has(self, name: str) -> bool:
         return self.prefix + name in self.weights

@@ -122,20 +122,19 @@ def cq_quantize(
         idx, sc = encode_groups(wr.reshape(len(wr), n // group, group), cb32, scale_iters)
         codes.append(pack_bits(idx.reshape(len(wr), -1), index_bits))
         scales.append(sc)
-    meta = {
-        "index_bits": index_bits,
-        "vec_dim": vec_dim,
-        "group_size": group,
-        "block_size": block,
-        "seed": seed,
-    }
+    meta = {"index_bits": index_bits, "vec_dim": vec_dim, "group_size": group, "block_size": block, "seed": seed}
+    return make_cq_tensor((out, n), meta, np.concatenate(codes), np.concatenate(scales), codebook)
+
+
+def make_cq_tensor(shape, meta: dict, codes: np.ndarray, scales: np.ndarray, codebook: np.ndarray) -> CQTensor:
+    """Assemble a :class:`CQTensor` from packed codes, float16 scales and the codebook."""
     return CQTensor(
-        (out, n),
+        shape,
         meta,
-        codes=np.concatenate(codes),
-        scales=np.concatenate(scales),
-        codebook=codebook,
-        signs=np.packbits(random_signs(seed, n), bitorder="little"),
+        codes=codes,
+        scales=np.asarray(scales, dtype=np.float16),
+        codebook=np.asarray(codebook, dtype=np.float16),
+        signs=np.packbits(random_signs(meta["seed"], shape[1]), bitorder="little"),
     )
 
 
@@ -168,13 +167,24 @@ class CQQuantizer:
         return cq_bits_for_shape(tuple(shape), p["index_bits"], p["vec_dim"], p["group_size"])
 
     def quantize(self, name: str, array: Any, **options: Any) -> CQTensor:
-        """Quantize one weight; ``options`` override the preset (seed, group_size, max_block...)."""
+        """Quantize one weight; ``options`` override the preset (seed, group_size, max_block...).
+
+        With ``calibration=<activations>`` or ``hessian=<H>`` the codes are chosen
+        with GPTQ-style error feedback in the rotated basis (see feedback.py);
+        without, each group is coded on its own (data-free).
+        """
+        calib, hess = options.pop("calibration", None), options.pop("hessian", None)
         params = {**self.params, **options}
         allowed = {"index_bits", "vec_dim", "group_size", "max_block", "seed", "scale_iters"}
         unknown = sorted(set(params) - allowed)
         if unknown:
             raise QuantizationError(f"{self.name}: unknown option(s) {', '.join(unknown)}")
-        return cq_quantize(check_matrix(name, array), **params)
+        w = check_matrix(name, array)
+        if calib is None and hess is None:
+            return cq_quantize(w, **params)
+        from .feedback import cq_quantize_feedback
+
+        return cq_quantize_feedback(w, hess if hess is not None else calib, is_hessian=hess is not None, **params)
 
     def __repr__(self) -> str:
         return f"CQQuantizer({self.name!r}, {self.bits_per_weight:.3f} bpw)"

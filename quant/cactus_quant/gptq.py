@@ -30,6 +30,26 @@ def hessian(x: np.ndarray) -> np.ndarray:
     return 2.0 * (x.T @ x) / max(len(x), 1)
 
 
+def hessian_from(x_or_h: np.ndarray, n: int, is_hessian: Optional[bool]) -> np.ndarray:
+    """A float64 Hessian ``(n, n)`` from activations or a Hessian (see :func:`gptq_quantize`)."""
+    a = np.asarray(x_or_h, dtype=np.float64)
+    if a.shape[-1] != n:
+        raise QuantizationError(f"GPTQ calibration has {a.shape[-1]} features, the weight takes {n}")
+    if is_hessian is None:
+        is_hessian = a.shape == (n, n) and np.allclose(a, a.T)
+    return a.copy() if is_hessian else hessian(a)
+
+
+def inverse_cholesky(h: np.ndarray, damp: float) -> np.ndarray:
+    """Upper ``U`` with ``(H + damp * mean(diag H) * I)^-1 = U^T U`` (modifies ``h``)."""
+    h[np.diag_indices(len(h))] += damp * np.mean(np.diag(h))
+    try:
+        hinv = np.linalg.inv(h)
+        return np.linalg.cholesky((hinv + hinv.T) / 2).T
+    except np.linalg.LinAlgError:
+        raise QuantizationError("GPTQ Hessian is not positive definite; raise damp") from None
+
+
 def gptq_quantize(
     w: np.ndarray,
     x_or_h: np.ndarray,
@@ -49,22 +69,11 @@ def gptq_quantize(
         raise QuantizationError(f"GPTQ supports 4 or 8 bits, not {bits}")
     w = np.array(check_matrix("weight", w), dtype=np.float64)
     out, n = w.shape
-    a = np.asarray(x_or_h, dtype=np.float64)
-    if a.shape[-1] != n:
-        raise QuantizationError(f"GPTQ calibration has {a.shape[-1]} features, the weight takes {n}")
-    if is_hessian is None:
-        is_hessian = a.shape == (n, n) and np.allclose(a, a.T)
-    h = a.copy() if is_hessian else hessian(a)
-
+    h = hessian_from(x_or_h, n, is_hessian)
     dead = np.diag(h) == 0  # inputs never seen: their weights cannot matter
     h[dead, dead] = 1.0
     w[:, dead] = 0.0
-    h[np.diag_indices(n)] += damp * np.mean(np.diag(h))
-    try:
-        hinv = np.linalg.inv(h)
-        u = np.linalg.cholesky((hinv + hinv.T) / 2).T  # upper: H^-1 = U^T U
-    except np.linalg.LinAlgError:
-        raise QuantizationError("GPTQ Hessian is not positive definite; raise damp") from None
+    u = inverse_cholesky(h, damp)
 
     group = pow2_divisor(n, group_size)
     block = group * max(1, block_size // group)  # groups never straddle blocks

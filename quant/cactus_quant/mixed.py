@@ -3,9 +3,10 @@
 Each tensor gets one of the CQ widths (2, 3 or 4 bits) so that the size-weighted
 TRUE bits per weight of the whole model (scales and tables included) lands on
 the target, while the summed sensitivity is as small as possible.  This is a
-multiple-choice knapsack; :func:`allocate_bits` solves it greedily by the best
-error reduction per extra bit, which is optimal up to the last upgrade when
-each tensor's error-versus-bits curve is convex (it is for these codebooks).
+multiple-choice knapsack; :func:`allocate_bits` solves it by dynamic
+programming over the spare bit budget cut into ``resolution`` units, then
+repairs the rounding exactly: never over the target, and equal to the brute-force
+optimum on every small problem tested.
 
 Sensitivity comes from a callback ``measure(tensor_name, bits) -> float``: the
 lead's model-level KL divergence once the engine exists, or the cheap proxy
@@ -41,6 +42,7 @@ def allocate_bits(
     measure: Callable[[str, int], float],
     choices: Sequence[int] = BIT_CHOICES,
     cost: Optional[Callable[[str, int], float]] = None,
+    resolution: int = 4000,
 ) -> Allocation:
     """Pick a bit width per tensor so the average true bpw is at most ``target_bpw``.
 
@@ -64,22 +66,58 @@ def allocate_bits(
         raise QuantizationError(
             f"target {target_bpw} bpw is below the smallest width ({used / total_w:.3f} bpw)"
         )
-    while True:
-        best = None  # (gain per bit, name, bits, extra bits)
-        for n in names:
-            cur = pick[n]
-            for b in choices:
-                extra = sizes[n] * (bpw[n][b] - bpw[n][cur])
-                gain = err[n][cur] - err[n][b]
-                if extra <= 0 or gain <= 0 or used + extra > budget + 1e-9:
-                    continue
-                if best is None or gain / extra > best[0]:
-                    best = (gain / extra, n, b, extra)
-        if best is None:
-            break
-        _, n, b, extra = best
+    # Multiple-choice knapsack by dynamic programming over the spare bits in
+    # `resolution` units (rounded costs), then an exact repair below.
+    slack = budget - used
+    unit = max(slack, 1e-9) / resolution
+    best = np.zeros(resolution + 1)  # best[c]: least error of the tensors so far within c units
+    choice = np.zeros((len(names), resolution + 1), dtype=np.int8)
+    for t, n in enumerate(names):
+        base = pick[n]
+        new = np.full(resolution + 1, np.inf)
+        for k, b in enumerate(choices):
+            extra = sizes[n] * (bpw[n][b] - bpw[n][base])
+            if extra < 0:
+                continue
+            units = int(round(extra / unit))
+            if units > resolution:
+                continue
+            cand = np.full(resolution + 1, np.inf)
+            cand[units:] = err[n][b] + best[: resolution + 1 - units]
+            better = cand < new
+            new[better], choice[t, better] = cand[better], k
+        best = new
+    c = resolution
+    for t in range(len(names) - 1, -1, -1):  # walk the choices back
+        n = names[t]
+        b = choices[choice[t, c]]
+        extra = sizes[n] * (bpw[n][b] - bpw[n][pick[n]])
+        c -= int(round(extra / unit))
         pick[n] = b
-        used += extra
+    used = sum(sizes[n] * bpw[n][pick[n]] for n in names)
+    # rounding may overshoot by a few units: step down where it hurts least,
+    # then spend what is left where it helps most
+    while used > budget + 1e-9:
+        moves = [
+            ((err[n][b] - err[n][pick[n]]) / (sizes[n] * (bpw[n][pick[n]] - bpw[n][b])), n, b)
+            for n in names for b in choices if bpw[n][b] < bpw[n][pick[n]]
+        ]
+        _, n, b = min(moves)
+        used -= sizes[n] * (bpw[n][pick[n]] - bpw[n][b])
+        pick[n] = b
+    while True:
+        moves = [
+            ((err[n][pick[n]] - err[n][b]) / (sizes[n] * (bpw[n][b] - bpw[n][pick[n]])), n, b)
+            for n in names for b in choices
+            if bpw[n][b] > bpw[n][pick[n]] and used + sizes[n] * (bpw[n][b] - bpw[n][pick[n]]) <= budget + 1e-9
+        ]
+        if not moves:
+            break
+        gain, n, b = max(moves)
+        if gain <= 0:
+            break
+        used += sizes[n] * (bpw[n][b] - bpw[n][pick[n]])
+        pick[n] = b
     return Allocation(
         bits=pick,
         average_bpw=used / total_w,

@@ -1,0 +1,237 @@
+"""``cactus convert``: a Hugging Face checkpoint directory -> a quantized Cactus bundle.
+
+The bundle is still a Hugging Face checkpoint directory: every non-weight file
+(config.json, tokenizer files, generation_config.json...) is copied, the
+weights go to one ``model.safetensors`` and ``cactus.json`` says which tensors
+are quantized and how (docs/formats.md).  Which tensors get quantized: every
+2-D ``*.weight`` inside a transformer block (``layers.N``, ``layer.N``, ``h.N``,
+``blocks.N``) whose input dim is a multiple of 32.  Embeddings and ``lm_head``
+stay in their source dtype: they are the most sensitive tensors, often tied,
+and a lookup table does not benefit from the rotation.
+
+Weights are read straight from the safetensors bytes (memory-mapped, bf16
+included, which ``safetensors.numpy`` cannot represent) and the bundle is
+written to a temporary directory that is renamed into place at the end, so an
+interrupted conversion never leaves a half-written OUT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from cactus_core.errors import QuantizationError
+from cactus_core.formats import BFloat16, QuantizedTensor, to_float32
+
+_DTYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16,
+    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
+    "U64": np.uint64, "U32": np.uint32, "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_,
+}
+_NAMES = {np.dtype(v): k for k, v in _DTYPES.items() if k != "BF16"}
+_BLOCK = re.compile(r"(^|\.)(layers|layer|h|blocks)\.\d+\.")
+
+
+def read_safetensors(path: Path) -> dict[str, tuple[str, np.ndarray]]:
+    """name -> (safetensors dtype, memory-mapped array) for every tensor of a file."""
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(size))
+    base = 8 + size
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise QuantizationError(f"{path.name}: tensor '{name}' has unsupported dtype {info['dtype']}")
+        start, end = info["data_offsets"]
+        count = (end - start) // np.dtype(dtype).itemsize
+        arr = np.memmap(path, dtype=dtype, mode="r", offset=base + start, shape=(count,)) if count else np.zeros(0, dtype)
+        out[name] = (info["dtype"], arr.reshape(info["shape"]))
+    return out
+
+
+def write_safetensors(path: Path, tensors: dict[str, tuple[str, np.ndarray]], metadata: Optional[dict] = None) -> None:
+    """Write ``name -> (dtype string, array)`` as one safetensors file, streaming the data."""
+    header: dict[str, Any] = {"__metadata__": metadata or {"format": "pt"}}
+    offset = 0
+    for name, (dt, arr) in tensors.items():
+        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
+        offset += arr.nbytes
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)  # data starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(len(blob).to_bytes(8, "little"))
+        f.write(blob)
+        for _, arr in tensors.values():
+            f.write(np.ascontiguousarray(arr).tobytes())
+
+
+def scheme_name(bits: float, method: str) -> str:
+    """The registered quantizer for ``--bits``/``--method`` (``cq`` + 3.26 -> ``cq3.26``)."""
+    b = f"{float(bits):g}"
+    valid = {"cq": {"4", "3", "2", "3.26", "2.54"}, "rtn": {"4", "8"}, "gptq": {"4"}}
+    if method not in valid:
+        raise QuantizationError(f"unknown method '{method}'; use one of cq, gptq, rtn")
+    if b not in valid[method]:
+        raise QuantizationError(f"--method {method} supports --bits {', '.join(sorted(valid[method]))}, not {b}")
+    return f"{method}{b}"
+
+
+def _quantizable(name: str, dtype: str, arr: np.ndarray) -> bool:
+    return (
+        name.endswith(".weight")
+        and arr.ndim == 2
+        and dtype in ("F32", "F16", "BF16")
+        and bool(_BLOCK.search(name))
+        and arr.shape[1] % 32 == 0
+    )
+
+
+def _as_float(dtype: str, arr: np.ndarray):
+    return BFloat16(arr) if dtype == "BF16" else arr
+
+
+def convert(
+    src_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    bits: float = 4,
+    method: str = "cq",
+    force: bool = False,
+    progress: bool = True,
+    calibration: Optional[Callable[[str], np.ndarray]] = None,
+    quantizer: Any = None,
+) -> dict:
+    """Convert a Hugging Face checkpoint to a quantized bundle; returns a report dict.
+
+    ``calibration(tensor_name) -> activations`` feeds GPTQ (required for
+    ``gptq``) and CQ's error feedback (optional).  ``quantizer`` overrides the
+    registered scheme object (tests, custom settings).
+    """
+    t0 = time.time()
+    src, out = Path(src_dir), Path(out_dir)
+    if not (src / "config.json").is_file():
+        raise QuantizationError(f"{src} is not a Hugging Face checkpoint (no config.json)")
+    files = sorted(src.glob("*.safetensors"))
+    if not files:
+        raise QuantizationError(f"{src} has no .safetensors weights; convert .bin checkpoints with transformers first")
+    if out.exists() and not force:
+        raise QuantizationError(f"{out} already exists; pass --force to overwrite it")
+    if out.resolve() == src.resolve():
+        raise QuantizationError("OUT must differ from SRC")
+    scheme = scheme_name(bits, method)
+    if quantizer is None:
+        from .plugin import cactus_register_quantizers
+
+        found: dict[str, Any] = {}
+        cactus_register_quantizers(lambda name, q: found.__setitem__(name, q))
+        quantizer = found[scheme]
+    if method == "gptq" and calibration is None:
+        raise QuantizationError("gptq needs calibration activations (calibration=...); use --method cq or rtn")
+
+    tensors: dict[str, tuple[str, np.ndarray]] = {}
+    for f in files:
+        tensors.update(read_safetensors(f))
+    targets = [n for n, (dt, a) in tensors.items() if _quantizable(n, dt, a)]
+    if not targets:
+        raise QuantizationError(f"{src}: found no transformer-block linear weights to quantize")
+
+    allocation = None
+    if hasattr(quantizer, "plan"):  # mixed precision: widths from the proxy sensitivity
+        allocation = quantizer.plan({n: to_float32(_as_float(*tensors[n])) for n in targets})
+
+    written: dict[str, tuple[str, np.ndarray]] = {}
+    manifest: dict[str, dict] = {}
+    quant_bits = 0.0
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(tensors), desc=f"convert {scheme}", unit="tensor")
+    target_set = set(targets)
+    for name, (dt, arr) in tensors.items():
+        if name in target_set:
+            options = {"calibration": calibration(name)} if calibration is not None else {}
+            qt: QuantizedTensor = quantizer.quantize(name, _as_float(dt, arr), **options)
+            for key, a in qt.named_arrays(name).items():
+                written[key] = (_NAMES[a.dtype], a)
+            manifest[name] = qt.manifest_entry()
+            quant_bits += qt.bits_per_weight * arr.size
+        else:
+            written[name] = (dt, arr)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for f in src.iterdir():  # config, tokenizer, chat template, generation config...
+            if f.is_file() and not f.name.endswith(".safetensors") and f.name != "model.safetensors.index.json":
+                shutil.copy2(f, tmp / f.name)
+        write_safetensors(tmp / "model.safetensors", written)
+        n_quant = sum(tensors[n][1].size for n in targets)
+        n_all = sum(a.size for _, a in tensors.values())
+        report = {
+            "scheme": scheme,
+            "source": str(src),
+            "output": str(out),
+            "tensors_quantized": len(targets),
+            "tensors_kept": len(tensors) - len(targets),
+            "quantized_params": int(n_quant),
+            "total_params": int(n_all),
+            "bits_per_weight": quant_bits / n_quant,
+            "source_bytes": int(sum(f.stat().st_size for f in files)),
+            "bundle_bytes": int((tmp / "model.safetensors").stat().st_size),
+        }
+        if allocation is not None:
+            report["allocation"] = {b: sum(1 for v in allocation.bits.values() if v == b) for b in (2, 3, 4)}
+        cactus = {
+            "format_version": 1,
+            "source": str(src),
+            "quantization": {"scheme": scheme, "bits_per_weight": report["bits_per_weight"], "tensors": manifest},
+        }
+        (tmp / "cactus.json").write_text(json.dumps(cactus, indent=1))
+        if out.exists():
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    report["seconds"] = time.time() - t0
+    return report
+
+
+def add_convert_command(sub) -> None:
+    """Add ``cactus convert SRC OUT [--bits] [--method] [--force] [--json]`` to an argparse subparsers."""
+    p = sub.add_parser("convert", help="quantize a Hugging Face checkpoint into a Cactus bundle")
+    p.add_argument("src", metavar="SRC", help="Hugging Face checkpoint directory (safetensors)")
+    p.add_argument("out", metavar="OUT", help="bundle directory to create")
+    p.add_argument("--bits", default="4", choices=["4", "3", "2", "3.26", "2.54", "8"])
+    p.add_argument("--method", default="cq", choices=["cq", "gptq", "rtn"])
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd_convert)
+
+
+def _cmd_convert(args) -> int:
+    report = convert(args.src, args.out, bits=float(args.bits), method=args.method, force=args.force,
+                     progress=not args.json)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{report['scheme']}: {report['tensors_quantized']} tensors quantized at "
+              f"{report['bits_per_weight']:.3f} bits/weight, {report['tensors_kept']} kept; "
+              f"{report['source_bytes'] / 2**20:.1f} MiB -> {report['bundle_bytes'] / 2**20:.1f} MiB "
+              f"in {report['seconds']:.1f}s -> {report['output']}")
+    return 0
