@@ -185,7 +185,17 @@ def make_checkpoint(name: str, shape: dict, out: str, seed: int = 0) -> str:
             else:
                 p.normal_(0.0, 0.02)
     model.save_pretrained(out, safe_serialization=True, max_shard_size="20GB")
+    write_placeholder_tokenizer(out, shape["vocab_size"])
     return out
+
+
+def write_placeholder_tokenizer(out: str, vocab: int) -> None:
+    """A word-level vocabulary of the model's size: the benchmark feeds random token ids."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({f"<t{i}>": i for i in range(vocab)}, unk_token="<t0>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(os.path.join(out, "tokenizer.json"))
 
 
 def bandwidth_gbs(size_mb: int = 1024) -> float:
@@ -225,6 +235,8 @@ def main() -> int:
         ckpt = os.path.join(work, name)
         if not os.path.exists(os.path.join(ckpt, "config.json")):
             make_checkpoint(name, shape, ckpt)
+        if not os.path.exists(os.path.join(ckpt, "tokenizer.json")):
+            write_placeholder_tokenizer(ckpt, shape["vocab_size"])
         engines = {}
         f16 = os.path.join(work, f"{name}-F16.gguf")
         if not os.path.exists(f16):
