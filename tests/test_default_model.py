@@ -1,0 +1,71 @@
+"""The committed default model (models/spine) loads with transformers and calls a tool."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SPINE = ROOT / "models" / "spine"
+sys.path.insert(0, str(ROOT))  # training/ is a folder of scripts, not an installed package
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from training.chat_format import parse_tool_calls, render  # noqa: E402
+from training.tools import TOOLS  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spine():
+    if not (SPINE / "config.json").exists():
+        pytest.skip("models/spine is not present")
+    tok = transformers.AutoTokenizer.from_pretrained(str(SPINE))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(SPINE), dtype=torch.float32).eval()
+    return tok, model
+
+
+def test_checkpoint_files_and_size():
+    files = {p.name: p.stat().st_size for p in SPINE.iterdir()}
+    for need in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                 "generation_config.json"):
+        assert need in files, need
+    assert sum(files.values()) <= 25 * 1024 * 1024
+    cfg = json.loads((SPINE / "config.json").read_text())
+    assert cfg["model_type"] == "qwen3" and cfg["architectures"] == ["Qwen3ForCausalLM"]
+    assert cfg["tie_word_embeddings"] is True
+    gen = json.loads((SPINE / "generation_config.json").read_text())
+    assert cfg["eos_token_id"] in gen["eos_token_id"]
+
+
+def test_chat_template_renders_tools_like_qwen3(spine):
+    tok, _ = spine
+    tools = [TOOLS["set_alarm"], TOOLS["get_weather"]]
+    msgs = [{"role": "user", "content": "wake me at 6"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "set_alarm", "arguments": {"time": "06:00"}}}]},
+            {"role": "tool", "content": "{\"status\": \"ok\"}"}]
+    text = tok.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=True)
+    assert text == render(msgs, tools, add_generation_prompt=True)
+    assert "# Tools" in text and "<tools>\n{" in text
+    assert '<tool_call>\n{"name": "set_alarm", "arguments": {"time": "06:00"}}\n</tool_call><|im_end|>' in text
+    assert "<|im_start|>user\n<tool_response>\n{\"status\": \"ok\"}\n</tool_response><|im_end|>" in text
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_greedy_tool_call(spine):
+    tok, model = spine
+    tools = [TOOLS["get_weather"], TOOLS["set_alarm"], TOOLS["send_message"]]
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Set an alarm for 7:30 am"}], tools=tools,
+                                     tokenize=False, add_generation_prompt=True)
+    ids = tok(prompt, return_tensors="pt", add_special_tokens=False)
+    eos = [tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")]
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=40, do_sample=False, eos_token_id=eos, pad_token_id=eos[1])
+    text = tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=False)
+    calls, ok = parse_tool_calls(text)
+    assert ok and len(calls) == 1, text
+    assert calls[0]["name"] == "set_alarm"
+    assert calls[0]["arguments"].get("time") == "07:30", text

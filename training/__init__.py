@@ -1,0 +1,1 @@
+"""Training pipeline for the embedded default model (see docs/training.md)."""

@@ -1,0 +1,192 @@
+"""Build the synthetic multi-turn tool-use conversations, per split.
+
+    python -m training.datagen --out DIR [--seed 0] [--train 120000]
+
+writes DIR/{train,val,test}.jsonl; each line {"messages", "tools", "category"}. The
+category names what the *last* user request needs: single, multi, oos (no tool could
+do it), missing (the right tool is not offered), or chat (arithmetic, small talk,
+facts). Evaluation regenerates the final assistant turn of test conversations.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from .intents import SPLIT_OF_INDEX, fill
+from .lexicon import LANGUAGES, split_lists
+from .replies import REFUSAL_OOS, chat_turn, refusal_missing, tool_result
+from .tools import TOOLS, canonical
+
+SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are a voice assistant on a phone. Keep answers short.",
+                  "You are Cactus, an on-device assistant.", "You help the user with their phone and smart home."]
+PREFIXES = ["", "please ", "hey, ", "can you ", "could you ", "hey assistant, ", "ok, ", "quick one: ",
+            "I'd like you to ", "would you ", "yo, ", "please could you ", "hi, ", "right, ", "so, ",
+            "alright, ", "hey there, ", "can you please "]
+SUFFIXES = ["", " please", ", thanks", " thank you", " now", "!", " for me", " asap", ", thank you", " right now",
+            ", cheers", " if you can", " real quick", ", ok?", " please and thanks", ", would you", " thanks!", " pls"]
+CONNECTORS = [" and ", ", then ", ". Also ", ", and ", " and then ", ". After that ", "; also ", " and also ",
+              ". Then ", ", plus ", " as well as ", ". And "]
+QUESTION_WORDS = {"what", "what's", "how", "how's", "will", "is", "do", "does", "should", "am", "any", "where",
+                  "who", "when", "i", "i'm", "i'd", "can", "could", "please", "we", "we're", "tell", "my", "give"}
+CATEGORIES = ("single", "multi", "oos", "missing", "chat")
+
+
+def _split_choice(rng: random.Random, options: list[str], split: str) -> str:
+    return rng.choice([o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == split])
+
+
+def style(core: str, rng: random.Random, split: str, polite: bool = True) -> str:
+    """Dress a request: optional prefix/suffix (split-specific), casing, end punctuation."""
+    text = core
+    first = core.split(" ", 1)[0].lower().strip(",:")
+    if polite and rng.random() < 0.35 and first not in QUESTION_WORDS:
+        text = _split_choice(rng, PREFIXES, split) + text
+    if polite and rng.random() < 0.3:
+        text += _split_choice(rng, SUFFIXES, split)
+    if rng.random() < 0.6:
+        text = text[0].upper() + text[1:]
+    if rng.random() < 0.5 and text[-1] not in "!?.":
+        question = first in QUESTION_WORDS and first not in {"please", "tell", "give", "i", "i'd", "i'm", "we're", "my", "we"}
+        text += "?" if question else rng.choice([".", "!"])
+    return text
+
+
+def _call(name: str, args: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "arguments": canonical(args)}}
+
+
+def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) -> list[dict]:
+    """user request -> assistant tool calls -> tool responses -> assistant summary."""
+    cores, calls = [], []
+    for it in intents:
+        text, args = fill(it, rng, L, split)
+        cores.append(text)
+        calls.append(_call(it, args))
+    user = cores[0]
+    for c in cores[1:]:
+        conn = _split_choice(rng, CONNECTORS, split)
+        user += conn + (c[0].upper() + c[1:] if conn.startswith(".") else c)
+    msgs = [{"role": "user", "content": style(user, rng, split, polite=len(intents) == 1)},
+            {"role": "assistant", "content": "", "tool_calls": calls}]
+    answers = []
+    for c in calls:
+        result, answer = tool_result(c["function"]["name"], c["function"]["arguments"], rng)
+        msgs.append({"role": "tool", "content": json.dumps(result, ensure_ascii=False)})
+        answers.append(answer)
+    msgs.append({"role": "assistant", "content": " ".join(answers)})
+    return msgs
+
+
+def _oos_request(rng: random.Random, L: dict) -> str:
+    task = rng.choice(L["out_of_scope"]).format(city=rng.choice(L["cities"]), name=rng.choice(L["first_names"]))
+    return task
+
+
+def conversation(rng: random.Random, L: dict, split: str, last: str | None = None) -> dict:
+    """One conversation of 1-3 exchanges; `last` forces the category of the final one."""
+    n = rng.choices([1, 2, 3], [0.6, 0.3, 0.1])[0]
+    kinds = [rng.choices(CATEGORIES, [0.45, 0.17, 0.08, 0.08, 0.22])[0] for _ in range(n)]
+    if last:
+        kinds[-1] = last
+    names = list(TOOLS)
+    needed: list[str] = []
+    missing: set[str] = set()
+    plan = []
+    for k in kinds:
+        if k == "single":
+            plan.append([rng.choice(names)])
+        elif k == "multi":
+            plan.append(rng.sample(names, rng.choices([2, 3], [0.8, 0.2])[0]))
+        elif k == "missing":
+            plan.append([rng.choice(names)])
+        else:
+            plan.append([])
+    for k, p in zip(kinds, plan):
+        if k in ("single", "multi"):
+            needed += [t for t in p if t not in needed]
+    for k, p in zip(kinds, plan):
+        if k == "missing" and p[0] in needed:  # cannot be both offered and missing; make it a fresh one
+            p[0] = rng.choice([t for t in names if t not in needed])
+        if k == "missing":
+            missing.add(p[0])
+    only_chat = all(k in ("chat", "oos") for k in kinds)
+    tools: list[dict] = []
+    if not (only_chat and rng.random() < 0.4):
+        pool = [t for t in names if t not in needed and t not in missing]
+        extra = max(0, rng.randint(min(max(len(needed), 2), 5), 5) - len(needed))
+        chosen = needed + rng.sample(pool, min(extra, len(pool)))
+        rng.shuffle(chosen)
+        tools = [TOOLS[t] for t in chosen]
+    msgs: list[dict] = []
+    if rng.random() < 0.5:
+        msgs.append({"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
+    for k, p in zip(kinds, plan):
+        if k in ("single", "multi"):
+            msgs += _tool_exchange(p, rng, L, split)
+        elif k == "missing":
+            text, _ = fill(p[0], rng, L, split)
+            msgs += [{"role": "user", "content": style(text, rng, split)},
+                     {"role": "assistant", "content": refusal_missing(p[0], rng)}]
+        elif k == "oos":
+            msgs += [{"role": "user", "content": style(_oos_request(rng, L), rng, split)},
+                     {"role": "assistant", "content": rng.choice(REFUSAL_OOS)}]
+        else:
+            _, q, a = chat_turn(rng, split)
+            msgs += [{"role": "user", "content": style(q, rng, split, polite=False)},
+                     {"role": "assistant", "content": a}]
+    return {"messages": msgs, "tools": tools, "category": kinds[-1]}
+
+
+EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 200}
+
+
+def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6,
+             token_words: list[str] | None = None) -> dict:
+    """Write train/val/test jsonl under `out`; returns counts per split and category.
+
+    token_words: alphabetic tokenizer pieces for the copy drill (invented values built
+    from them); test data never uses invented values.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    lists = split_lists()
+    for s in lists:
+        lists[s]["languages"] = LANGUAGES  # closed class: shared by all splits
+        # invented names and word salad only where we train and tune, never in test
+        lists[s]["_synth"] = 0.0 if s == "test" else synth
+        lists[s]["_tokens"] = token_words if s != "test" else None
+        lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"
+                                     for x in v for w in x.lower().split() if w.isalpha()})
+    stats = {}
+    for si, split in enumerate(("train", "val", "test")):
+        rng = random.Random(seed * 1000 + si)
+        L = lists[split]
+        convs = []
+        if split == "test":
+            for cat, n in EVAL_COUNTS.items():
+                convs += [conversation(rng, L, split, last=cat) for _ in range(n)]
+        else:
+            convs = [conversation(rng, L, split) for _ in range(n_train if split == "train" else n_val)]
+        with open(out / f"{split}.jsonl", "w") as f:
+            for c in convs:
+                f.write(json.dumps(c, ensure_ascii=False) + "\n")
+        cats: dict[str, int] = {}
+        for c in convs:
+            cats[c["category"]] = cats.get(c["category"], 0) + 1
+        stats[split] = {"conversations": len(convs), "last_category": cats}
+    return stats
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--train", type=int, default=120_000)
+    ap.add_argument("--val", type=int, default=2_000)
+    a = ap.parse_args()
+    print(json.dumps(generate(a.out, a.seed, a.train, a.val), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""Everything the assistant says without a tool: tool results and the replies that follow
+them, refusals, arithmetic, small talk and short facts. User phrasings are split like the
+tool templates (every 6th from offset 4 val, offset 5 test)."""
+from __future__ import annotations
+
+import random
+
+from . import surfaces as S
+from .intents import SPLIT_OF_INDEX
+from .tools import CAPABILITY
+
+
+def _pick(rng: random.Random, options: list, split: str):
+    return rng.choice([o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == split])
+
+
+def tool_result(name: str, args: dict, rng: random.Random) -> tuple[dict, str]:
+    """A plausible tool response and the assistant's sentence about it."""
+    a = args
+    if name == "set_alarm":
+        return {"status": "ok", "alarm_id": rng.randint(1, 99)}, f"Your alarm is set for {a['time']}."
+    if name == "set_timer":
+        parts = [f"{a[k]} {k[:-1] if a[k] == 1 else k}" for k in ("hours", "minutes", "seconds") if k in a]
+        return {"status": "running"}, f"Timer started for {' and '.join(parts) or 'the requested time'}."
+    if name == "create_reminder":
+        when = " ".join(x for x in (a.get("day"), ("at " + a["time"]) if "time" in a else None) if x)
+        return {"status": "ok"}, f"I'll remind you to {a['text']}{' ' + when if when else ''}."
+    if name == "send_message":
+        return {"status": "sent"}, f"Message sent to {a['recipient']}."
+    if name == "make_call":
+        return {"status": "calling"}, f"Calling {a['contact']} now."
+    if name == "create_event":
+        return {"status": "ok", "event_id": rng.randint(100, 999)}, \
+            f"Added {a['title']} to your calendar for {a['day']} at {a['time']}."
+    if name == "get_calendar":
+        n = rng.randint(0, 3)
+        events = [{"title": t, "time": f"{rng.randint(8, 18):02d}:00"} for t in
+                  rng.sample(["standup", "lunch", "review", "gym", "call with the team", "dentist"], n)]
+        if not events:
+            return {"events": []}, f"Your calendar is clear {a['day']}."
+        listed = ", ".join(f"{e['title']} at {e['time']}" for e in events)
+        return {"events": events}, f"For {a['day']} you have {listed}."
+    if name == "get_weather":
+        temp, cond = rng.randint(-5, 35), rng.choice(["sunny", "cloudy", "rainy", "windy", "snowy", "clear"])
+        where = f" in {a['location']}" if "location" in a else ""
+        return {"temperature_c": temp, "condition": cond}, \
+            f"It's {cond} and {temp} degrees{where} {a.get('day', 'today')}."
+    if name == "play_music":
+        what = a.get("song") or a.get("playlist") or a.get("artist") or "music"
+        return {"status": "playing"}, f"Now playing {what}."
+    if name == "set_lights":
+        extra = f" at {a['brightness']}%" if "brightness" in a else ""
+        return {"status": "ok"}, f"The {a['room']} lights are {a['state']}{extra}."
+    if name == "set_thermostat":
+        return {"status": "ok"}, f"Thermostat set to {a['temperature']} degrees{' ' + a['unit'] if 'unit' in a else ''}."
+    if name == "web_search":
+        return {"results": [{"title": f"About {a['query']}", "snippet": "Top result summary."}]}, \
+            f"Here is what I found for {a['query']}: the top result is 'About {a['query']}'."
+    if name == "create_note":
+        return {"status": "saved"}, "Your note is saved."
+    if name == "get_directions":
+        mins = rng.randint(5, 90)
+        return {"duration_minutes": mins, "distance_km": round(mins * 0.6, 1)}, \
+            f"{a['destination']} is about {mins} minutes away{' ' + a['mode'] if 'mode' in a else ''}. Starting directions."
+    if name == "convert_units":
+        out = S.convert(float(a["value"]), a["from_unit"], a["to_unit"])
+        return {"result": round(out, 3)}, f"{a['value']} {a['from_unit']} is about {S.fmt_num(out)} {a['to_unit']}."
+    if name == "set_volume":
+        return {"status": "ok"}, f"Volume set to {a['level']}%."
+    if name == "set_do_not_disturb":
+        return {"status": "ok"}, f"Do not disturb is {'on' if a['enabled'] else 'off'}."
+    if name == "add_to_shopping_list":
+        return {"status": "ok", "count": len(a["items"])}, f"Added {', '.join(a['items'])} to your shopping list."
+    if name == "get_news":
+        return {"headlines": ["Markets steady", "New park opens downtown"]}, \
+            "Here are the top headlines: Markets steady; New park opens downtown."
+    if name == "translate_text":
+        return {"translation": "(translated text)"}, f"In {a['target_language']}: (translated text)."
+    if name == "lock_door":
+        return {"status": "ok"}, f"The {a['door']} is {'locked' if a['locked'] else 'unlocked'}."
+    raise ValueError(f"no result for tool {name}")
+
+
+REFUSAL_OOS = ["Sorry, I can't help with that. None of my tools can do it.",
+               "I'm sorry, but I don't have a tool that can do that.",
+               "Unfortunately that's not something I can do with the tools I have."]
+
+
+def refusal_missing(tool: str, rng: random.Random) -> str:
+    """Reply when the request needs a tool that this conversation did not offer."""
+    return rng.choice([f"Sorry, I can't {CAPABILITY[tool]} right now: that tool isn't available.",
+                       f"I'm not able to {CAPABILITY[tool]} here, since I don't have that tool."])
+
+
+ARITH_TEMPLATES = {
+    "+": ["what is {a} plus {b}", "{a} + {b}", "add {a} and {b}", "what's {a} + {b}", "how much is {a} plus {b}",
+          "calculate {a} plus {b}", "sum of {a} and {b}", "{a} plus {b} equals what", "what do {a} and {b} add up to",
+          "quick math: {a} + {b}", "compute {a} + {b}", "tell me {a} plus {b}"],
+    "-": ["what is {a} minus {b}", "{a} - {b}", "subtract {b} from {a}", "what's {a} - {b}", "how much is {a} minus {b}",
+          "calculate {a} minus {b}", "take {b} away from {a}", "{a} minus {b} is what", "what's left if I take {b} from {a}",
+          "quick math: {a} - {b}", "compute {a} - {b}", "tell me {a} minus {b}"],
+    "*": ["what is {a} times {b}", "{a} * {b}", "multiply {a} by {b}", "what's {a} x {b}", "how much is {a} times {b}",
+          "calculate {a} times {b}", "product of {a} and {b}", "{a} times {b} equals what", "what do you get from {a} times {b}",
+          "quick math: {a} * {b}", "compute {a} * {b}", "tell me {a} times {b}"],
+}
+
+
+def arithmetic(rng: random.Random, split: str) -> tuple[str, str]:
+    op = rng.choice("+-*")
+    if op == "*":
+        a, b = rng.randint(2, 12), rng.randint(2, 12)
+        c = a * b
+    else:
+        a, b = rng.randint(1, 99), rng.randint(1, 99)
+        if op == "-" and b > a:
+            a, b = b, a
+        c = a + b if op == "+" else a - b
+    sym = {"+": "+", "-": "-", "*": "x"}[op]
+    return _pick(rng, ARITH_TEMPLATES[op], split).format(a=a, b=b), f"{a} {sym} {b} = {c}."
+
+
+# (user phrasings, reply) - replies are shared; phrasings split.
+SMALLTALK = [
+    (["hi", "hello", "hey there", "good morning", "hiya", "hello assistant", "hey", "greetings", "morning!",
+      "hi there", "good evening", "howdy"], "Hello! How can I help you today?"),
+    (["thanks", "thank you", "thanks a lot", "cheers", "much appreciated", "thank you so much", "great, thanks",
+      "perfect, thank you", "awesome thanks", "thanks, that's all", "ok thanks", "nice, thanks"],
+     "You're welcome! Anything else?"),
+    (["how are you", "how are you doing", "how's it going", "how are things", "you doing ok?", "what's up",
+      "how have you been", "are you well?", "how do you feel today", "everything good with you?", "how's your day",
+      "how are you today"], "I'm doing well, thanks for asking. What can I do for you?"),
+    (["who are you", "what are you", "what's your name", "introduce yourself", "are you a robot?",
+      "tell me about yourself", "who am I talking to", "what should I call you", "are you human?",
+      "who made you", "are you an assistant", "what kind of program are you"],
+     "I'm a small on-device assistant. I can use tools on your phone and home, and answer simple questions."),
+    (["what can you do", "help", "what are you able to do", "what are your features", "how can you help me",
+      "what do you do", "list your skills", "what tasks can you handle", "show me what you can do",
+      "what are you good at", "how do I use you", "what can I ask you"],
+     "I can set alarms, timers and reminders, send messages, control lights and more, using the tools I'm given. "
+     "I can also do simple math."),
+    (["bye", "goodbye", "see you later", "that's all for now", "good night", "talk later", "see ya",
+      "I'm done", "bye for now", "catch you later", "have a good one", "later!"], "Goodbye! Have a great day."),
+]
+
+FACTS = [
+    (["how many days are in a week", "number of days in a week", "a week has how many days"], "There are 7 days in a week."),
+    (["how many hours are in a day", "hours in one day", "how many hours does a day have"], "There are 24 hours in a day."),
+    (["how many minutes in an hour", "minutes in one hour", "an hour has how many minutes"], "An hour has 60 minutes."),
+    (["how many months are in a year", "number of months in a year", "a year has how many months"], "There are 12 months in a year."),
+    (["at what temperature does water boil", "boiling point of water", "when does water boil"],
+     "Water boils at 100 degrees Celsius at sea level."),
+    (["at what temperature does water freeze", "freezing point of water", "when does water freeze"],
+     "Water freezes at 0 degrees Celsius."),
+    (["what is the largest planet", "biggest planet in the solar system", "which planet is the largest"],
+     "Jupiter is the largest planet in the solar system."),
+    (["how many continents are there", "number of continents", "how many continents does earth have"],
+     "There are seven continents."),
+    (["what color is the sky", "why is the sky blue", "what colour is the sky on a clear day"],
+     "On a clear day the sky looks blue, because air scatters blue light the most."),
+    (["how many legs does a spider have", "spider legs count", "number of legs on a spider"], "A spider has eight legs."),
+    (["what is the closest star to earth", "nearest star to us", "which star is closest to earth"],
+     "The Sun is the closest star to Earth."),
+    (["how many seconds are in a minute", "seconds in one minute", "a minute has how many seconds"],
+     "A minute has 60 seconds."),
+]
+
+
+def chat_turn(rng: random.Random, split: str) -> tuple[str, str, str]:
+    """A request that needs no tool: (kind, user text, reply)."""
+    r = rng.random()
+    if r < 0.45:
+        q, a = arithmetic(rng, split)
+        return "arithmetic", q, a
+    if r < 0.8:
+        phr, reply = rng.choice(SMALLTALK)
+        return "smalltalk", _pick(rng, phr, split), reply
+    phr, reply = rng.choice(FACTS)
+    # three phrasings per fact: 0 train, 1 val, 2 test
+    return "fact", phr[{"train": 0, "val": 1, "test": 2}[split]], reply

@@ -1,0 +1,289 @@
+"""Train the embedded default model end to end: data, tokenizer, Qwen3 model, checkpoint, eval.
+
+    python -m training.train --seed 0 --out DIR [--steps N | --time-budget SECONDS]
+
+Steps (each also runnable alone): training.datagen -> training.tokenizer -> this file's
+training loop -> fp16 checkpoint in DIR/model -> training.evaluate on the test split.
+With --time-budget the step count is fixed after 20 timed steps (inside warm-up, so the
+schedule is unaffected) and logged; pass that number as --steps to reproduce the run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .dataset import encode_conversations, encode_plain, make_batches
+
+ARCH = dict(hidden_size=320, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2, head_dim=40,
+            intermediate_size=960, max_position_embeddings=2048, rope_theta=100000.0, rms_norm_eps=1e-6)
+
+
+def build_model(vocab_size: int, tok):
+    """A randomly initialised Qwen3ForCausalLM with tied embeddings."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    arch = dict(ARCH)
+    theta = arch.pop("rope_theta")
+    cfg = Qwen3Config(vocab_size=vocab_size, tie_word_embeddings=True, hidden_act="silu",
+                      rope_parameters={"rope_type": "default", "rope_theta": theta},
+                      bos_token_id=tok.token_to_id("<|endoftext|>"), eos_token_id=tok.token_to_id("<|im_end|>"),
+                      pad_token_id=tok.token_to_id("<|endoftext|>"), use_cache=True, **arch)
+    model = Qwen3ForCausalLM(cfg)
+    model.tie_weights()
+    return model
+
+
+def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    p = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def loss_on(model, ids, labels):
+    """Mean cross-entropy over trained positions only; the LM head runs on those rows alone."""
+    import torch.nn.functional as F
+
+    h = model.model(input_ids=ids).last_hidden_state
+    sel = labels != -100
+    logits = model.lm_head(h[sel])
+    return F.cross_entropy(logits.float(), labels[sel])
+
+
+def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
+    import torch
+
+    torch.manual_seed(args.seed)
+    dev = torch.device(args.device)
+    if args.init:
+        from transformers import Qwen3ForCausalLM
+        model = Qwen3ForCausalLM.from_pretrained(str(args.init), dtype=torch.float32).to(dev)
+    else:
+        model = build_model(tok.get_vocab_size(), tok).to(dev)
+    n_params = sum(p.numel() for p in model.parameters())
+    log({"event": "model", "params": n_params, "arch": ARCH, "vocab": tok.get_vocab_size()})
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=dev.type == "cuda")
+    rng = np.random.default_rng(args.seed)
+    pad = tok.token_to_id("<|endoftext|>")
+    val_batches = make_batches(val_rows, args.batch_tokens, np.random.default_rng(1), pad)[:args.val_batches]
+    amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+
+    def val_loss() -> float:
+        model.eval()
+        tot = cnt = 0.0
+        with torch.no_grad(), amp:
+            for ids, lab in val_batches:
+                lab_t = torch.from_numpy(lab).to(dev)
+                n = int((lab_t != -100).sum())
+                tot += float(loss_on(model, torch.from_numpy(ids).to(dev), lab_t)) * n
+                cnt += n
+        model.train()
+        return tot / max(cnt, 1)
+
+    total = args.steps or 10**9
+    step, epoch, t0 = 0, 0, time.time()
+    tokens = 0
+    history = {"step": [], "loss": [], "val_step": [], "val_loss": []}
+    model.train()
+    while step < total:
+        batches = make_batches(train_rows, args.batch_tokens, rng, pad)
+        epoch += 1
+        for ids_np, lab_np in batches:
+            if step >= total:
+                break
+            if step == 5:
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                t_meas = time.time()
+            if step == 25 and not args.steps:
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                per_step = (time.time() - t_meas) / 20
+                total = max(100, int((args.time_budget - (time.time() - t0)) / per_step) + 25)
+                log({"event": "steps_fixed", "total_steps": total, "sec_per_step": round(per_step, 4)})
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, total if total < 10**9 else 10**6, args.lr, args.warmup)
+            ids = torch.from_numpy(ids_np).to(dev, non_blocking=True)
+            lab = torch.from_numpy(lab_np).to(dev, non_blocking=True)
+            with amp:
+                loss = loss_on(model, ids, lab)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            tokens += ids_np.size
+            step += 1
+            if step % args.log_every == 0 or step == 1:
+                lv = float(loss.detach())
+                history["step"].append(step)
+                history["loss"].append(lv)
+                log({"step": step, "epoch": epoch, "loss": round(lv, 4), "gnorm": round(float(gnorm), 3),
+                     "lr": round(opt.param_groups[0]["lr"], 6), "tokens": tokens, "elapsed": round(time.time() - t0, 1)})
+            if step % args.val_every == 0 or step == total:
+                vl = val_loss()
+                history["val_step"].append(step)
+                history["val_loss"].append(vl)
+                log({"step": step, "val_loss": round(vl, 4)})
+    summary = {"steps": step, "epochs_started": epoch, "tokens_seen": tokens, "train_seconds": round(time.time() - t0, 1),
+               "params": n_params, "final_val_loss": history["val_loss"][-1] if history["val_loss"] else None}
+    return model, {"summary": summary, "history": history}
+
+
+def save_checkpoint(model, tok_dir: Path, out: Path, log) -> dict:
+    """fp16 safetensors + config + generation config + tokenizer files; checks fp16 range."""
+    import shutil
+
+    import torch
+    from transformers import GenerationConfig
+
+    sd = {k: v.detach().float() for k, v in model.state_dict().items()}
+    worst = max(float(v.abs().max()) for v in sd.values())
+    if worst >= 65504:
+        raise SystemExit(f"weight magnitude {worst} overflows float16")
+    model = model.to(torch.float16)
+    model.config.dtype = "float16"
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out), safe_serialization=True)
+    cfg = json.loads((out / "config.json").read_text())
+    cfg.setdefault("rope_theta", ARCH["rope_theta"])  # flat copy for loaders that predate rope_parameters
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    eos = [model.config.eos_token_id, model.config.pad_token_id]
+    GenerationConfig(eos_token_id=eos, pad_token_id=model.config.pad_token_id, bos_token_id=model.config.bos_token_id,
+                     do_sample=False, max_new_tokens=256).save_pretrained(str(out))
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tok_dir / f, out / f)
+    size = sum(p.stat().st_size for p in out.iterdir())
+    info = {"max_abs_weight": round(worst, 3), "bytes": size}
+    log({"event": "saved", **info})
+    return info
+
+
+def plot(history: dict, path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:  # optional locally; the GPU image has it
+        print("matplotlib not installed: no loss plot", file=sys.stderr)
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(history["step"], history["loss"], label="train (trained tokens)", lw=1)
+    ax.plot(history["val_step"], history["val_loss"], "o-", label="validation", ms=3)
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="train the default model end to end")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--n-train", type=int, default=120_000)
+    ap.add_argument("--vocab", type=int, default=6144)
+    ap.add_argument("--max-len", type=int, default=1024)
+    ap.add_argument("--batch-tokens", type=int, default=65536)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=3500, help="fixed step count (0: derive from --time-budget)")
+    ap.add_argument("--time-budget", type=float, default=320.0, help="seconds of training when --steps is 0")
+    ap.add_argument("--plain-repeat", type=int, default=3, help="copies of the plain-text rows per epoch")
+    ap.add_argument("--log-every", type=int, default=25)
+    ap.add_argument("--val-every", type=int, default=250)
+    ap.add_argument("--val-batches", type=int, default=12)
+    ap.add_argument("--no-preflight", dest="preflight", action="store_false")
+    ap.add_argument("--no-copy-drill", dest="copy_drill", action="store_false",
+                    help="invented values use no random tokenizer pieces")
+    ap.add_argument("--init", type=Path, default=None, help="continue from this checkpoint (and its tokenizer)")
+    ap.add_argument("--eval-limit", type=int, default=0, help="test conversations to evaluate (0: all)")
+    args = ap.parse_args(argv)
+
+    import torch
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    random.seed(args.seed)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    logf = open(out / "train_log.jsonl", "w")
+
+    def log(rec: dict) -> None:
+        rec = {"t": round(time.time() - T0, 1), **rec}
+        print(json.dumps(rec), flush=True)
+        logf.write(json.dumps(rec) + "\n")
+        logf.flush()
+
+    log({"event": "start", "args": {k: str(v) for k, v in vars(args).items()}, "python": sys.version.split()[0],
+         "torch": torch.__version__, "device_name": torch.cuda.get_device_name() if args.device == "cuda" else "cpu"})
+    from . import datagen
+    from .chat_format import CHAT_TEMPLATE
+    from .plaintext import stdlib_docs
+    from .tokenizer import corpus, save_hf, train_tokenizer
+    docs = stdlib_docs()
+    if args.init:  # continue training: keep the checkpoint's tokenizer
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(str(args.init / "tokenizer.json"))
+        save_hf(tok, out / "tokenizer", CHAT_TEMPLATE)
+    else:  # the tokenizer learns from a first draw of the training conversations
+        datagen.generate(out / "data", args.seed, args.n_train)
+        tok = train_tokenizer(corpus(out / "data", docs["train"]), args.vocab)
+        save_hf(tok, out / "tokenizer", CHAT_TEMPLATE)
+    log({"event": "tokenizer", "vocab": tok.get_vocab_size(), "plain_docs": {k: len(v) for k, v in docs.items()}})
+    pieces = sorted({p.lstrip("Ġ") for p in tok.get_vocab() if p.lstrip("Ġ").isalpha() and p.lstrip("Ġ").isascii()
+                     and len(p.lstrip("Ġ")) >= 2})
+    stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None)
+    log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
+
+    train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len)
+    plain = encode_plain(tok, docs["train"], args.max_len)
+    val_rows, _ = encode_conversations(tok, out / "data" / "val.jsonl", args.max_len)
+    val_rows += encode_plain(tok, docs["val"], args.max_len)
+    n_conv_tok = sum(len(x) for x, _ in train_rows)
+    n_conv_trained = sum(int(m.sum()) for _, m in train_rows)
+    n_plain = sum(len(x) for x, _ in plain)
+    train_rows += plain * args.plain_repeat
+    log({"event": "encoded", "conv_rows": len(train_rows) - len(plain) * args.plain_repeat, "dropped_too_long": dropped,
+         "conv_tokens": n_conv_tok, "conv_trained_tokens": n_conv_trained, "plain_rows": len(plain),
+         "plain_tokens": n_plain, "val_rows": len(val_rows)})
+
+    from .evaluate import evaluate
+    if args.preflight:  # save, reload and generate with an untrained model before spending the budget
+        pre = build_model(tok.get_vocab_size(), tok)
+        save_checkpoint(pre, out / "tokenizer", out / "preflight", log)
+        ev = evaluate(out / "preflight", out / "data" / "test.jsonl", args.device, 5, max_new_tokens=8)
+        log({"event": "preflight_ok", "n": ev["n"]})
+        del pre
+
+    model, result = train(args, tok, train_rows, val_rows, log)
+    ckpt = out / "model"
+    info = save_checkpoint(model, out / "tokenizer", ckpt, log)
+    (out / "history.json").write_text(json.dumps(result["history"]))
+    plot(result["history"], out / "loss.png")
+
+    ev = evaluate(ckpt, out / "data" / "test.jsonl", args.device, args.eval_limit or None,
+                  batch_size=128 if args.device == "cuda" else 16)
+    (out / "eval.json").write_text(json.dumps(ev, indent=1))
+    log({"event": "eval", **{k: v for k, v in ev.items() if k != "examples"}})
+    log({"event": "done", **result["summary"], **info})
+
+
+T0 = time.time()
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    main()
