@@ -171,7 +171,7 @@ def grade(result: dict, example: dict) -> int:
     ref = example.get("reference")
     if not isinstance(ref, dict):
         raise BadRequestError("each example needs a 'label' or a 'reference' object")
-    if ref.get("function_calls"):
+    if "function_calls" in ref:  # an empty list means "no tool call is the right answer"
         want = sorted((c["name"], json.dumps(c.get("arguments", {}), sort_keys=True)) for c in ref["function_calls"])
         got = sorted((c["name"], json.dumps(c.get("arguments", {}), sort_keys=True)) for c in result["function_calls"])
         return int(want == got)
