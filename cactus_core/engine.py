@@ -120,10 +120,7 @@ class Engine:
         for value in (requested, self.options.get("confidence_threshold"),
                       (self.manifest.get("probe") or {}).get("threshold")):
             if value is not None:
-                value = float(value)
-                if not 0.0 <= value <= 1.0:
-                    raise BadRequestError(f"confidence_threshold must be in [0, 1], got {value}")
-                return value
+                return _float(value, "confidence_threshold", 0.0, 1.0)
         return DEFAULT_THRESHOLD
 
     def router(self):
@@ -335,7 +332,7 @@ def _float(value: Any, name: str, lo: float, hi: Optional[float] = None) -> floa
     except (TypeError, ValueError):
         raise BadRequestError(f"{name} must be a number, got {value!r}") from None
     if not np.isfinite(v) or v < lo or (hi is not None and v > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+        rng = f"in [{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
         raise BadRequestError(f"{name} must be {rng}, got {value!r}")
     return v
 
