@@ -218,6 +218,7 @@ def main() -> int:
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--bits", default="4", help="Cactus bundle bits for cactus convert ('' to skip)")
     ap.add_argument("--backend", default="auto")
+    ap.add_argument("--no-float", action="store_true", help="skip Cactus on the float16 checkpoint")
     ap.add_argument("--llama-cpp", help="an existing llama.cpp source tree to build/use")
     ap.add_argument("--workdir", help="keep files here instead of a temporary folder")
     ap.add_argument("--json", help="also write the results to this file")
@@ -246,7 +247,8 @@ def main() -> int:
             if q != "F16" and not os.path.exists(path):
                 sh([os.path.join(bin_dir, "llama-quantize"), f16, path, q])
             engines[f"llama.cpp {q}"] = ("llama", path)
-        engines["cactus f16"] = ("cactus", ckpt)
+        if not args.no_float:
+            engines["cactus f16"] = ("cactus", ckpt)
         if args.bits:
             bundle = os.path.join(work, f"{name}-cq{args.bits}")
             conv = subprocess.run([sys.executable, "-m", "cactus_core.cli", "convert", ckpt, bundle,

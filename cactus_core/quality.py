@@ -53,14 +53,21 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
 
 
 def compare(float_engine, quant_engine, text: Optional[str] = None, window: int = 256,
-            max_windows: int = 8) -> dict:
-    """KL(float || quant) per token and both perplexities over ``text`` (default: held-out text)."""
+            max_windows: int = 8, segments: Optional[list[tuple[list[int], int]]] = None) -> dict:
+    """KL(float || quant) per token and both perplexities.
+
+    Scored over token windows of ``text`` (default: held-out text), or over
+    ``segments``: ``(ids, start)`` pairs scoring only the tokens from ``start`` on,
+    e.g. the assistant turns of a chat model that was never trained on prompts.
+    """
+    if segments is None:
+        segments = [(ids, 1) for ids in windows(float_engine, text or heldout_text(), window, max_windows)]
     kls, nll_f, nll_q, n = [], 0.0, 0.0, 0
-    for ids in windows(float_engine, text or heldout_text(), window, max_windows):
-        lp = _log_softmax(float_engine.logits(ids))
-        lq = _log_softmax(quant_engine.logits(ids))
+    for ids, start in segments:
+        lp = _log_softmax(float_engine.logits(ids))[start - 1 : -1]
+        lq = _log_softmax(quant_engine.logits(ids))[start - 1 : -1]
         kls.append(np.sum(np.exp(lp) * (lp - lq), axis=-1))
-        nxt = np.asarray(ids[1:])
+        nxt = np.asarray(ids[start:])
         nll_f -= lp[np.arange(len(nxt)), nxt].sum()
         nll_q -= lq[np.arange(len(nxt)), nxt].sum()
         n += len(nxt)
