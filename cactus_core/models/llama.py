@@ -39,7 +39,7 @@ _ACT = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "g
 
 
 class Attention:
-    def __init__(self, args: ModelArgs, w: Scope, inv_freq: np.ndarray):
+    def __init__(self, args: ModelArgs, w: Scope, inv_freq: np.ndarray, layer: int):
         D, H, Hkv, d = args.hidden_size, args.num_attention_heads, args.num_key_value_heads, args.head_dim
         self.n_heads, self.n_kv_heads, self.head_dim = H, Hkv, d
         self.scale = d**-0.5
@@ -55,12 +55,17 @@ class Attention:
         self.v_bias = norm_weight(w("v_proj.bias", (Hkv * d,))) if bias else None
         self.o_bias = norm_weight(w("o_proj.bias", (D,))) if bias else None
 
-    def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int) -> np.ndarray:
+    def project(self, ops: Ops, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Queries, keys and values as ``(B, heads, L, head_dim)``, before RoPE."""
         B, L, D = x.shape
         q = ops.linear(x, self.q_proj, self.q_bias).reshape(B, L, self.n_heads, self.head_dim)
         k = ops.linear(x, self.k_proj, self.k_bias).reshape(B, L, self.n_kv_heads, self.head_dim)
         v = ops.linear(x, self.v_proj, self.v_bias).reshape(B, L, self.n_kv_heads, self.head_dim)
-        q, k, v = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+        return q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+
+    def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int) -> np.ndarray:
+        B, L, D = x.shape
+        q, k, v = self.project(ops, x)
         offset = cache.offset
         positions = np.arange(offset, offset + L)
         q = ops.rope(q, positions, self.inv_freq)
@@ -92,10 +97,12 @@ class MLP:
 
 
 class TransformerBlock:
-    def __init__(self, args: ModelArgs, w: Scope, inv_freq: np.ndarray):
+    attention_class = Attention
+
+    def __init__(self, args: ModelArgs, w: Scope, inv_freq: np.ndarray, layer: int):
         D = args.hidden_size
         self.eps = args.rms_norm_eps
-        self.self_attn = Attention(args, w.sub("self_attn."), inv_freq)
+        self.self_attn = self.attention_class(args, w.sub("self_attn."), inv_freq, layer)
         self.mlp = MLP(args, w.sub("mlp."))
         self.input_layernorm = norm_weight(w("input_layernorm.weight", (D,)))
         self.post_attention_layernorm = norm_weight(w("post_attention_layernorm.weight", (D,)))
@@ -108,16 +115,18 @@ class TransformerBlock:
 class Model(CausalLM):
     """LlamaForCausalLM: ``model.embed_tokens``, ``model.layers.N``, ``model.norm``, ``lm_head``."""
 
+    args_class, block_class = ModelArgs, TransformerBlock
+
     def __init__(self, config: dict, weights: Weights, ops: Ops):
         super().__init__()
-        args = self.args = args_from_config(ModelArgs, config)
+        args = self.args = args_from_config(self.args_class, config)
         self.ops = ops
         D, V = args.hidden_size, args.vocab_size
         w = Scope(weights, "", ops)
         inv_freq = rope_inv_freq(rope_parameters(config), args.head_dim)
         self.embed_tokens = w("model.embed_tokens.weight", (V, D))
         self.layers = [
-            TransformerBlock(args, w.sub(f"model.layers.{i}."), inv_freq)
+            self.block_class(args, w.sub(f"model.layers.{i}."), inv_freq, i)
             for i in range(args.num_hidden_layers)
         ]
         self.norm = norm_weight(w("model.norm.weight", (D,)))
