@@ -65,6 +65,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--write-probe", action="store_true", help="ship the probe in the model's bundle")
+    ap.add_argument("--use-shipped-probe", action="store_true", help="measure the bundle's probe; train nothing")
     ap.add_argument("--png", default=str(ROOT / "docs" / "img" / "routing_quality.png"))
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
@@ -81,12 +82,16 @@ def main() -> int:
     val_path = work / "val.jsonl"
     val_path.write_text("\n".join(json.dumps({k: v for k, v in e.items() if k != "category"}) for e in val))
 
-    out = args.model if args.write_probe else str(work / "bundle")
     engine = cactus.load(args.model, backend="auto")
-    report = train(engine, str(val_path), out, max_tokens=args.max_tokens, seed=args.seed, force=True)
-    print(f"probe trained on {report['examples']} validation examples: layer {report['layer']}, "
-          f"{report['probe_params']} parameters, validation AUROC {report['probe_auroc']:.3f} "
-          f"(entropy {report['entropy_auroc']:.3f})", flush=True)
+    if args.use_shipped_probe:
+        out = args.model
+        report = {"threshold": engine.manifest["probe"]["threshold"]}
+    else:
+        out = args.model if args.write_probe else str(work / "bundle")
+        report = train(engine, str(val_path), out, max_tokens=args.max_tokens, seed=args.seed, force=True)
+        print(f"probe trained on {report['examples']} validation examples: layer {report['layer']}, "
+              f"{report['probe_params']} parameters, validation AUROC {report['probe_auroc']:.3f} "
+              f"(entropy {report['entropy_auroc']:.3f})", flush=True)
 
     probe = Probe.load(os.path.join(out, "probe.safetensors"))
     x, y, ent = collect(engine, test, args.max_tokens)

@@ -133,7 +133,7 @@ def _write(model_dir: str, out_dir: str, probe, report: dict, force: bool) -> No
         shutil.copytree(model_dir, out_dir)
     probe.save(os.path.join(out_dir, PROBE_FILE))
     path = os.path.join(out_dir, BUNDLE_MANIFEST)
-    manifest = {"format_version": 1, "source": os.path.abspath(model_dir)}
+    manifest = {"format_version": 1, "source": os.path.basename(os.path.normpath(model_dir))}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
