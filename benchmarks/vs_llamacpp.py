@@ -198,13 +198,20 @@ def write_placeholder_tokenizer(out: str, vocab: int) -> None:
     tok.save(os.path.join(out, "tokenizer.json"))
 
 
-def bandwidth_gbs(size_mb: int = 1024) -> float:
-    """Memory read bandwidth by summing a large array (median of 5)."""
+def bandwidth_gbs(threads: int, size_mb: int = 1024) -> float:
+    """Memory read bandwidth with ``threads`` threads summing slices of a large array (median of 5)."""
+    import threading
+
     a = np.ones(size_mb * 2**20 // 8)
+    parts = np.array_split(a, threads)
     times = []
     for _ in range(5):
+        workers = [threading.Thread(target=p.sum) for p in parts]  # numpy drops the GIL in sum
         t = time.perf_counter()
-        a.sum()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
         times.append(time.perf_counter() - t)
     return a.nbytes / statistics.median(times) / 1e9
 
@@ -228,8 +235,8 @@ def main() -> int:
     os.makedirs(work, exist_ok=True)
     print(f"work folder: {work}", flush=True)
     bin_dir, gguf_py = compile_llamacpp(args.llama_cpp) if args.llama_cpp else build_llamacpp(work)
-    bw = bandwidth_gbs()
-    print(f"memory read bandwidth: {bw:.1f} GB/s (numpy sum, 1 GiB)", flush=True)
+    bw = bandwidth_gbs(args.threads)
+    print(f"memory read bandwidth: {bw:.1f} GB/s ({args.threads} threads summing 1 GiB)", flush=True)
     results = {"threads": args.threads, "bandwidth_gbs": bw, "models": {}}
     for name in args.models.split(","):
         shape = SHAPES[name]
