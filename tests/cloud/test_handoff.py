@@ -12,7 +12,7 @@ import socket
 
 import pytest
 from cloud_servers import Reply, sse
-from conftest import OPENAI_KEY
+from conftest import ANTHROPIC_KEY, GEMINI_KEY, OPENAI_KEY
 
 import cactus_core as cactus
 from tinymodel import make_chat_model
@@ -77,13 +77,24 @@ def test_tool_call_round_trip_and_redaction(engine, server):
     assert sent.count("send_message") >= 1  # the tools went along
 
 
+PROVIDERS = {"openai": ("/v1", OPENAI_KEY), "anthropic": ("", ANTHROPIC_KEY), "gemini": ("", GEMINI_KEY)}
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
 @pytest.mark.parametrize("reply,reason", [
     (Reply(delay_s=3.0, json={}), "cloud_timeout"),
     (Reply(500, json={"error": {"message": "boom"}}), "cloud_error: 500"),
     (Reply(429, headers={"Retry-After": "30"}, json={"error": {"message": "slow down"}}), "cloud_error: 429"),
     (Reply(body=b"{not json", headers={"Content-Type": "application/json"}), "cloud_error"),
 ])
-def test_failures_fall_back_to_the_local_answer(engine, server, reply, reason):
+def test_failures_fall_back_to_the_local_answer(model_dir, register_plugin, server, provider, reply, reason):
+    import cactus_cloud.plugin
+
+    register_plugin(cactus_cloud.plugin, name="cloud")
+    suffix, key = PROVIDERS[provider]
+    engine = cactus.load(model_dir, router="always_cloud", cloud_timeout_ms=1500, cloud={
+        "provider": provider, "model": "m", "api_base": server.url + suffix, "api_key": key,
+        "retry_backoff_s": 0.05, "max_retries": 1})
     server.script(reply, reply)
     r = engine.complete(USER, max_tokens=4)
     local_only(r)
