@@ -4,8 +4,7 @@ its entry point, selection by priority, overrides, and per-op fallback."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from cactus_core.device import detect_device
 from cactus_core.errors import BackendError, PluginError
 from cactus_core.graph import Backend, Ops
 from cactus_core.plugins import hookimpl
+from distributions import autoloading, installed
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "fixtures", "example_backend")
 
@@ -23,26 +23,14 @@ EXAMPLE = os.path.join(os.path.dirname(__file__), "fixtures", "example_backend")
 @pytest.fixture(scope="module")
 def installed_example(tmp_path_factory):
     """pip-install the example plugin distribution into a private directory."""
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), EXAMPLE],
-        check=True, capture_output=True,
-    )
-    sys.path.insert(0, str(target))
-    yield target
-    sys.path.remove(str(target))
-    for name in [m for m in sys.modules if m.startswith("cactus_example_backend")]:
-        del sys.modules[name]
+    with installed([Path(EXAMPLE)], tmp_path_factory.mktemp("dists"), ("cactus_example_backend",)) as target:
+        yield target
 
 
 @pytest.fixture
 def autoload(monkeypatch, installed_example):
-    monkeypatch.delenv("CACTUS_DISABLE_PLUGIN_AUTOLOAD", raising=False)
-    monkeypatch.setenv("CACTUS_LOAD_PLUGINS", "example_backend")
-    plugins.reset_plugin_manager()
-    yield
-    plugins.reset_plugin_manager()
+    with autoloading(monkeypatch, "example_backend"):
+        yield
 
 
 def test_builtins_are_plugins_too(plugin_manager):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +10,8 @@ from cactus_core import plugins
 from cactus_core.errors import CloudError
 
 from cloud_servers import Reply
+from distributions import autoloading
+from distributions import installed as install_distributions
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -59,33 +58,15 @@ def installed(tmp_path_factory):
 
     Sources are copied first so the build leaves nothing in the tree.
     """
-    work = tmp_path_factory.mktemp("dists")
-    target = work / "site"
-    sources = []
-    for src in (ROOT / "plugins" / "cloud", HERE / "example_provider"):
-        dst = work / src.name
-        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-        sources.append(str(dst))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(target), *sources],
-        capture_output=True, text=True,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    sys.path.insert(0, str(target))
-    yield target
-    sys.path.remove(str(target))
-    for name in [m for m in sys.modules if m.startswith("cactus_example_provider")]:
-        del sys.modules[name]
+    with install_distributions([ROOT / "plugins" / "cloud", HERE / "example_provider"], tmp_path_factory.mktemp("dists"),
+                   ("cactus_example_provider",)) as target:
+        yield target
 
 
 @pytest.fixture
 def autoload(monkeypatch, installed):
-    monkeypatch.delenv("CACTUS_DISABLE_PLUGIN_AUTOLOAD", raising=False)
-    monkeypatch.setenv("CACTUS_LOAD_PLUGINS", "cloud,example_ollama")
-    plugins.reset_plugin_manager()
-    yield
-    plugins.reset_plugin_manager()
+    with autoloading(monkeypatch, "cloud,example_ollama"):
+        yield
 
 
 def test_entry_points_register_builtin_and_third_party(autoload, installed):
