@@ -80,7 +80,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="cactus-qq-"))
     ref = cactus.load(args.model)
     segments = heldout_segments(ref, args.conversations)
-    calib = self_calibration(args.model, samples=8)
+    calib = self_calibration(args.model, samples=8) if any(m == "gptq" for _, _, m in SCHEMES) else {}
     rows = []
     for label, bits, method in SCHEMES:
         out = work / label.replace(" ", "_")
