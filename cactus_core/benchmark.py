@@ -42,15 +42,13 @@ def run_benchmark(engine, prompt_tokens: int = 512, gen_tokens: int = 128, repea
     rows = {"prefill_tps": [], "decode_tps": [], "ttft_ms": []}
     for i in tqdm(range(repeats + 1), desc="benchmark", disable=not progress):
         ids = rng.integers(0, vocab, size=prompt_tokens).tolist()
-        gen.cache.truncate(0)
-        gen.cached_ids = []
+        gen.reset()
         t0 = time.perf_counter()
         logits, _ = gen.prefill(ids)
         tok = int(np.argmax(logits))
         t1 = time.perf_counter()
         # Like llama-bench's tg test, decoding starts from an empty context.
-        gen.cache.truncate(0)
-        gen.cached_ids = []
+        gen.reset()
         t2 = time.perf_counter()
         for _ in range(gen_tokens):
             tok = int(np.argmax(gen.step(tok)))
@@ -60,8 +58,7 @@ def run_benchmark(engine, prompt_tokens: int = 512, gen_tokens: int = 128, repea
         rows["prefill_tps"].append(prompt_tokens / (t1 - t0))
         rows["decode_tps"].append(gen_tokens / (t3 - t2))
         rows["ttft_ms"].append((t1 - t0) * 1000.0)
-    gen.cache.truncate(0)
-    gen.cached_ids = []
+    gen.reset()
     d = detect_device()
     return {
         "model": engine.name, "backend": engine.backend, "prompt_tokens": prompt_tokens,

@@ -278,10 +278,9 @@ class Engine:
         out = []
         for text in texts:
             ids = self.tokenizer.encode(text, add_special_tokens=True)[: self.context_length] or [0]
-            self.generator.cache.truncate(0)
-            self.generator.cached_ids = []
+            self.generator.reset()
             h = self.model.forward(np.asarray([ids], dtype=np.int64), self.generator.cache)[0]
-            self.generator.cache.truncate(0)
+            self.generator.reset()
             out.append(h.mean(axis=0))
         v = np.stack(out).astype(np.float32)
         return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
@@ -302,8 +301,7 @@ class Engine:
         if min(ids) < 0 or max(ids) >= self.model.vocab_size:
             raise BadRequestError(f"token ids must be in [0, {self.model.vocab_size})")
         gen = self.generator
-        gen.cache.truncate(0)
-        gen.cached_ids = []
+        gen.reset()
         h = self.model.forward(np.asarray([ids], dtype=np.int64), gen.cache)
         gen.cached_ids = list(ids)
         return self.model.logits(h)[0].astype(np.float32)

@@ -124,6 +124,11 @@ class Generator:
     def context_length(self) -> int:
         return self.cache.max_len
 
+    def reset(self) -> None:
+        """Forget the cached conversation (the next prefill starts from position 0)."""
+        self.cache.truncate(0)
+        self.cached_ids = []
+
     def prefill(self, ids: Sequence[int]) -> tuple[np.ndarray, int]:
         """Bring the cache to ``ids``; return the last position's logits and tokens reused."""
         ids = list(ids)
