@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import random
 from pathlib import Path
 
@@ -23,11 +25,21 @@ SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are a voice assistant on 
                   "You are Cactus, an on-device assistant.", "You help the user with their phone and smart home."]
 PREFIXES = ["", "please ", "hey, ", "can you ", "could you ", "hey assistant, ", "ok, ", "quick one: ",
             "I'd like you to ", "would you ", "yo, ", "please could you ", "hi, ", "right, ", "so, ",
-            "alright, ", "hey there, ", "can you please "]
+            "alright, ", "hey there, ", "can you please ", "okay so ", "I need you to ", "would you mind if you ",
+            "hello, ", "um, ", "listen, ", "assistant, ", "hey cactus, ", "do me a favor and ", "go ahead and ",
+            "if you could ", "real quick, ", "ok cactus, ", "excuse me, ", "morning! ", "good evening, ",
+            "just ", "uh, "]
 SUFFIXES = ["", " please", ", thanks", " thank you", " now", "!", " for me", " asap", ", thank you", " right now",
-            ", cheers", " if you can", " real quick", ", ok?", " please and thanks", ", would you", " thanks!", " pls"]
-CONNECTORS = [" and ", ", then ", ". Also ", ", and ", " and then ", ". After that ", "; also ", " and also ",
-              ". Then ", ", plus ", " as well as ", ". And "]
+            ", cheers", " if you can", " real quick", ", ok?", " please and thanks", ", would you", " thanks!", " pls",
+            " thanks a lot", ", please", " when you get a chance", ", thx", " if possible", " thank u",
+            " immediately", ", much appreciated", " please!", " now please", ", okay", " for me please",
+            " ty", ", if you don't mind", " quickly", ", great", " straight away", " rn"]
+CONNECTORS = [". ", " and ", ", then ", ". Also ", ", and ", " and then ", ". After that ", "; also ", " and also ",
+              ". Then ", ", plus ", " as well as ", ". And ", ", also ", " then ", " & ", ". Next ",
+              ", after that ", " and after that ", ". Oh and ", " plus ", ". Plus ", ", and then ",
+              " and please ", ". Please also ", ", and also ", " and could you ", ". Could you also ", " along with that ",
+              "; then ", ". Afterwards ", ", next ", " and additionally ", ". Additionally ", ", as well as ",
+              ". Finally ", ", and then also "]
 QUESTION_WORDS = {"what", "what's", "how", "how's", "will", "is", "do", "does", "should", "am", "any", "where",
                   "who", "when", "i", "i'm", "i'd", "can", "could", "please", "we", "we're", "tell", "my", "give"}
 CATEGORIES = ("single", "multi", "oos", "missing", "chat")
@@ -67,8 +79,8 @@ def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) 
     user = cores[0]
     for c in cores[1:]:
         conn = _split_choice(rng, CONNECTORS, split)
-        user += conn + (c[0].upper() + c[1:] if conn.startswith(".") else c)
-    msgs = [{"role": "user", "content": style(user, rng, split, polite=len(intents) == 1)},
+        user += conn + (c[0].upper() + c[1:] if conn == ". " else c)
+    msgs = [{"role": "user", "content": style(user, rng, split)},
             {"role": "assistant", "content": "", "tool_calls": calls}]
     answers = []
     for c in calls:
@@ -87,7 +99,7 @@ def _oos_request(rng: random.Random, L: dict) -> str:
 def conversation(rng: random.Random, L: dict, split: str, last: str | None = None) -> dict:
     """One conversation of 1-3 exchanges; `last` forces the category of the final one."""
     n = rng.choices([1, 2, 3], [0.6, 0.3, 0.1])[0]
-    kinds = [rng.choices(CATEGORIES, [0.45, 0.17, 0.08, 0.08, 0.22])[0] for _ in range(n)]
+    kinds = [rng.choices(CATEGORIES, [0.40, 0.22, 0.10, 0.10, 0.18])[0] for _ in range(n)]
     if last:
         kinds[-1] = last
     names = list(TOOLS)
@@ -136,7 +148,17 @@ def conversation(rng: random.Random, L: dict, split: str, last: str | None = Non
             _, q, a = chat_turn(rng, split)
             msgs += [{"role": "user", "content": style(q, rng, split, polite=False)},
                      {"role": "assistant", "content": a}]
-    return {"messages": msgs, "tools": tools, "category": kinds[-1]}
+    # needs: the tools the final request asks for (for missing: the one not offered)
+    return {"messages": msgs, "tools": tools, "category": kinds[-1], "needs": plan[-1]}
+
+
+_CHUNK = 10_000
+
+
+def _chunk(job: tuple[int, dict, int]) -> list[dict]:
+    seed, L, n = job
+    rng = random.Random(seed)
+    return [conversation(rng, L, "train") for _ in range(n)]
 
 
 EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 200}
@@ -166,6 +188,12 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         if split == "test":
             for cat, n in EVAL_COUNTS.items():
                 convs += [conversation(rng, L, split, last=cat) for _ in range(n)]
+        elif split == "train" and n_train > _CHUNK:
+            # chunks with their own seeds, so generation spreads over the cores and stays reproducible
+            jobs = [(seed * 1000 + 100 + k, L, min(_CHUNK, n_train - k * _CHUNK))
+                    for k in range((n_train + _CHUNK - 1) // _CHUNK)]
+            with multiprocessing.get_context("fork").Pool(min(len(jobs), os.cpu_count() or 1)) as pool:
+                convs = [c for part in pool.map(_chunk, jobs) for c in part]
         else:
             convs = [conversation(rng, L, split) for _ in range(n_train if split == "train" else n_val)]
         with open(out / f"{split}.jsonl", "w") as f:

@@ -6,6 +6,8 @@ segments mapped through token offsets); plain text is trained everywhere.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +25,20 @@ def _conv_text(c: dict) -> tuple[str, list[tuple[int, int]]]:
     return "".join(text), spans
 
 
+def _render_line(line: str) -> tuple[str, list[tuple[int, int]]]:
+    return _conv_text(json.loads(line))
+
+
 def encode_conversations(tok, path: Path, max_len: int, chunk: int = 4096) -> tuple[list, int]:
     """Rows (ids int32, mask bool) from a jsonl file; returns (rows, number dropped as too long)."""
     rows, dropped = [], 0
     with open(path) as f:
         lines = f.readlines()
+    # rendering is pure Python: spread it over the cores (tokenizers already threads the encoding)
+    with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
+        rendered = pool.map(_render_line, lines, chunksize=512)
     for i in range(0, len(lines), chunk):
-        convs = [_conv_text(json.loads(line)) for line in lines[i:i + chunk]]
+        convs = rendered[i:i + chunk]
         encs = tok.encode_batch([t for t, _ in convs], add_special_tokens=False)
         for (text, spans), enc in zip(convs, encs):
             if len(enc.ids) > max_len:

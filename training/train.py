@@ -213,6 +213,7 @@ def main(argv=None) -> None:
                     help="invented values use no random tokenizer pieces")
     ap.add_argument("--init", type=Path, default=None, help="continue from this checkpoint (and its tokenizer)")
     ap.add_argument("--eval-limit", type=int, default=0, help="test conversations to evaluate (0: all)")
+    ap.add_argument("--val-eval", type=int, default=800, help="validation conversations to evaluate (0: none)")
     args = ap.parse_args(argv)
 
     import torch
@@ -275,8 +276,12 @@ def main(argv=None) -> None:
     (out / "history.json").write_text(json.dumps(result["history"]))
     plot(result["history"], out / "loss.png")
 
-    ev = evaluate(ckpt, out / "data" / "test.jsonl", args.device, args.eval_limit or None,
-                  batch_size=128 if args.device == "cuda" else 16)
+    bs = 128 if args.device == "cuda" else 16
+    if args.val_eval:  # decisions between runs are taken on validation, never on test
+        vev = evaluate(ckpt, out / "data" / "val.jsonl", args.device, args.val_eval, batch_size=bs)
+        (out / "val_eval.json").write_text(json.dumps(vev, indent=1))
+        log({"event": "val_eval", **{k: v for k, v in vev.items() if k != "examples"}})
+    ev = evaluate(ckpt, out / "data" / "test.jsonl", args.device, args.eval_limit or None, batch_size=bs)
     (out / "eval.json").write_text(json.dumps(ev, indent=1))
     log({"event": "eval", **{k: v for k, v in ev.items() if k != "examples"}})
     log({"event": "done", **result["summary"], **info})

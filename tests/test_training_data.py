@@ -1,0 +1,108 @@
+"""The default model's synthetic data: patterns, split hygiene and call validity."""
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # training/ is a folder of scripts, not an installed package
+
+from training import datagen, intents, phrasing  # noqa: E402
+from training.lexicon import split_lists  # noqa: E402
+from training.templates import PATTERNS  # noqa: E402
+from training.tools import TOOLS  # noqa: E402
+
+
+def test_pattern_syntax_choices_and_options():
+    rng = random.Random(0)
+    seen = {phrasing.realize("(set|put) [me ]an alarm", rng) for _ in range(200)}
+    assert seen == {"set an alarm", "put an alarm", "set me an alarm", "put me an alarm"}
+    assert phrasing.count("(a|b (c|d))[x]") == 6
+    # articles agree with the word drawn after them
+    assert {phrasing.realize("a (apple|pear)", rng) for _ in range(100)} == {"an apple", "a pear"}
+    for bad in ["(a|b", "a]", "[a)"]:
+        with pytest.raises(ValueError, match="pattern"):
+            phrasing.realize(bad, rng)
+
+
+def test_every_pattern_parses_and_fills_only_known_slots():
+    rng = random.Random(1)
+    vals = intents.slot_values(rng, split_lists()["train"] | {"languages": ["French"]})
+    assert set(PATTERNS) == set(TOOLS)
+    for tool, pats in PATTERNS.items():
+        assert len(pats) >= 18, tool
+        for p in pats:
+            text = p if isinstance(p, str) else p[0]
+            for _ in range(5):
+                surface = phrasing.realize(text, rng)
+                assert "<" not in surface and "(" not in surface and "[" not in surface, (tool, surface)
+                assert set(intents._slots(surface)) <= set(vals), (tool, surface)
+
+
+def test_splits_deal_disjoint_patterns():
+    for tool in PATTERNS:
+        parts = {s: intents.templates_for(tool, s) for s in ("train", "val", "test")}
+        assert parts["val"] and parts["test"]
+        as_keys = {s: {json.dumps(t) for t in v} for s, v in parts.items()}
+        assert not as_keys["train"] & as_keys["test"] and not as_keys["train"] & as_keys["val"]
+        assert not as_keys["val"] & as_keys["test"]
+
+
+def _calls(conv):
+    return [tc["function"] for m in conv["messages"] if m["role"] == "assistant" for tc in m.get("tool_calls") or []]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data")
+    datagen.generate(out, seed=3, n_train=600, n_val=200)
+    return {s: [json.loads(line) for line in open(out / f"{s}.jsonl")] for s in ("train", "val", "test")}
+
+
+def test_calls_match_the_tool_schemas(data):
+    for split, convs in data.items():
+        for c in convs:
+            offered = {t["function"]["name"] for t in c["tools"]}
+            for call in _calls(c):
+                assert call["name"] in offered, (split, call)
+                params = TOOLS[call["name"]]["function"]["parameters"]
+                assert set(params["required"]) <= set(call["arguments"]) <= set(params["properties"]), call
+                for k, v in call["arguments"].items():
+                    want = params["properties"][k]["type"]
+                    types = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+                             "array": list, "object": dict}[want]
+                    assert isinstance(v, types), (call, k)
+
+
+def test_test_split_has_the_promised_categories_and_no_training_entities(data):
+    counts = {}
+    for c in data["test"]:
+        counts[c["category"]] = counts.get(c["category"], 0) + 1
+    assert counts == datagen.EVAL_COUNTS
+    lists = split_lists()
+    test_only = set(lists["test"]["first_names"]) - set(lists["train"]["first_names"])
+    train_only = set(lists["train"]["first_names"])
+    assert test_only and not test_only & train_only
+    test_text = " ".join(m["content"] for c in data["test"] for m in c["messages"] if m["role"] == "user")
+    # an entity list of the test split never leaks its train-only names into test requests
+    leaked = [n for n in train_only if len(n) > 3 and f" {n} " in test_text and n not in lists["test"]["first_names"]
+              and n not in lists["val"]["first_names"]]
+    assert len(leaked) <= 2, leaked  # names that are also ordinary words (e.g. in messages) may appear
+
+
+def test_missing_requests_never_offer_the_needed_tool(data):
+    for convs in data.values():
+        for c in convs:
+            offered = {t["function"]["name"] for t in c["tools"]}
+            if c["category"] == "missing":
+                assert c["needs"] and not set(c["needs"]) & offered
+                assert not c["messages"][-1].get("tool_calls")
+            elif c["category"] in ("single", "multi"):
+                k = len(c["needs"])
+                calls = c["messages"][-(k + 2)]["tool_calls"]  # user, calls, k tool results, summary
+                assert sorted(tc["function"]["name"] for tc in calls) == sorted(c["needs"])
+                assert set(c["needs"]) <= offered

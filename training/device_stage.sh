@@ -1,0 +1,13 @@
+#!/bin/bash
+# One GPU stage of the default model, as run on the lent H200 (see docs/training.md):
+#   training/device_stage.sh OUTDIR INIT SEED BUDGET_S LR [more training.train flags]
+# Trains from INIT on fresh data of SEED for BUDGET_S seconds, evaluates on validation
+# and test, and leaves the log, the evaluations, the curve and the checkpoint (a tar
+# cut into 12 MB parts, the device returns files of at most 16 MiB) in OUTDIR.
+set -euo pipefail
+outdir=$1; init=$2; seed=$3; budget=$4; lr=$5; shift 5
+run=$(mktemp -d)
+python -m training.train --seed "$seed" --init "$init" --out "$run" --steps 0 --time-budget "$budget" \
+    --lr "$lr" --warmup 100 --no-preflight "$@"
+cp "$run"/train_log.jsonl "$run"/eval.json "$run"/val_eval.json "$run"/loss.png "$outdir"/
+tar -C "$run" -czf - model | split -b 12M - "$outdir"/model.tgz.part-
