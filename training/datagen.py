@@ -17,23 +17,34 @@ import random
 from pathlib import Path
 
 from .intents import SPLIT_OF_INDEX, fill
+from .phrasing import realize
 from .lexicon import LANGUAGES, split_lists
 from .replies import REFUSAL_OOS, chat_turn, refusal_missing, tool_result
 from .tools import TOOLS, canonical
 
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are a voice assistant on a phone. Keep answers short.",
                   "You are Cactus, an on-device assistant.", "You help the user with their phone and smart home."]
-PREFIXES = ["", "please ", "hey, ", "can you ", "could you ", "hey assistant, ", "ok, ", "quick one: ",
-            "I'd like you to ", "would you ", "yo, ", "please could you ", "hi, ", "right, ", "so, ",
-            "alright, ", "hey there, ", "can you please ", "okay so ", "I need you to ", "would you mind if you ",
-            "hello, ", "um, ", "listen, ", "assistant, ", "hey cactus, ", "do me a favor and ", "go ahead and ",
-            "if you could ", "real quick, ", "ok cactus, ", "excuse me, ", "morning! ", "good evening, ",
-            "just ", "uh, "]
-SUFFIXES = ["", " please", ", thanks", " thank you", " now", "!", " for me", " asap", ", thank you", " right now",
-            ", cheers", " if you can", " real quick", ", ok?", " please and thanks", ", would you", " thanks!", " pls",
-            " thanks a lot", ", please", " when you get a chance", ", thx", " if possible", " thank u",
-            " immediately", ", much appreciated", " please!", " now please", ", okay", " for me please",
-            " ty", ", if you don't mind", " quickly", ", great", " straight away", " rn"]
+# Prefix and suffix patterns (phrasing.py syntax), dealt to splits like the request
+# patterns. Their words come from shared classes, so a test-only suffix is a new
+# arrangement of known filler, and the model learns that filler is never part of a value.
+FILLER = {
+    "hi": "(hey|hi|hello|yo|ok|okay|so|right|alright|um|uh|listen|excuse me|morning|good evening|hey there)",
+    "ask": "(can you|could you|would you|will you|please|can you please|could you please|would you please)",
+    "name": "(assistant|cactus|phone)",
+    "thanks": "(please|thanks|thank you|thanks a lot|cheers|ty|thx|pls|thank u|much appreciated|thanks!)",
+    "now": "(now|right now|right away|straight away|asap|immediately|quickly|real quick|rn|at once)",
+    "cond": "(if possible|if you can|if you don't mind|when you get a chance|when you can|for me)",
+    "tag": "(okay|ok|alright|would you|will you|yeah|got it)",
+}
+PREFIXES = ["", "<hi>, ", "<ask> ", "<hi> <name>, ", "<hi>, <ask> ", "quick one: ", "I'd like you to ",
+            "<name>, ", "<hi>! ", "I need you to ", "do me a favor and ", "go ahead and ", "if you could ",
+            "<hi>, <name>, <ask> ", "just ", "<hi>, just ", "<name>, <ask> ", "<hi>, I need you to ",
+            "<ask> go ahead and ", "<hi>, quick one: ", "real quick, ", "<hi>, if you could ", "<name>: ",
+            "<hi>. "]
+SUFFIXES = ["", " <thanks>", ", <thanks>", " <now>", "!", " <cond>", ", <tag>?", " <now> <thanks>",
+            " <cond>, <thanks>", ", <now>", " <cond> <now>", ", <cond>", " <now>, <tag>", ", <tag>",
+            " <thanks>!", " <now>!", " <cond>, <tag>?", ", <now> <thanks>", " <cond> <thanks>", " <thanks>, <tag>",
+            " <now> <cond>", ", <thanks> <now>", " <thanks> <thanks>", "!!"]
 CONNECTORS = [". ", " and ", ", then ", ". Also ", ", and ", " and then ", ". After that ", "; also ", " and also ",
               ". Then ", ", plus ", " as well as ", ". And ", ", also ", " then ", " & ", ". Next ",
               ", after that ", " and after that ", ". Oh and ", " plus ", ". Plus ", ", and then ",
@@ -49,14 +60,22 @@ def _split_choice(rng: random.Random, options: list[str], split: str) -> str:
     return rng.choice([o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == split])
 
 
+def _filler(rng: random.Random, options: list[str], split: str) -> str:
+    """A prefix or suffix: a split's pattern with its filler words drawn from the shared classes."""
+    pattern = _split_choice(rng, options, split)
+    for k, v in FILLER.items():
+        pattern = pattern.replace(f"<{k}>", v)
+    return realize(pattern, rng, strip=False)
+
+
 def style(core: str, rng: random.Random, split: str, polite: bool = True) -> str:
     """Dress a request: optional prefix/suffix (split-specific), casing, end punctuation."""
     text = core
     first = core.split(" ", 1)[0].lower().strip(",:")
     if polite and rng.random() < 0.35 and first not in QUESTION_WORDS:
-        text = _split_choice(rng, PREFIXES, split) + text
+        text = _filler(rng, PREFIXES, split) + text
     if polite and rng.random() < 0.3:
-        text += _split_choice(rng, SUFFIXES, split)
+        text += _filler(rng, SUFFIXES, split)
     if rng.random() < 0.6:
         text = text[0].upper() + text[1:]
     if rng.random() < 0.5 and text[-1] not in "!?.":

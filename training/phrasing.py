@@ -102,12 +102,16 @@ def _render(seq: list, rng: random.Random) -> str:
 _CACHE: dict[str, list] = {}
 
 
-def realize(pattern: str, rng: random.Random) -> str:
-    """One surface template drawn from a pattern (whitespace normalised)."""
+def realize(pattern: str, rng: random.Random, strip: bool = True) -> str:
+    """One surface template drawn from a pattern (inner whitespace normalised; outer
+    whitespace kept when strip is false, for prefixes and suffixes)."""
     tree = _CACHE.get(pattern)
     if tree is None:
         tree = _CACHE[pattern] = _parse(_expand_words(pattern), 0, None)[0]
-    text = " ".join(_render(tree, rng).split())
+    raw = _render(tree, rng)
+    text = " ".join(raw.split())
+    if not strip and text:
+        text = (" " if raw[0].isspace() else "") + text + (" " if raw[-1].isspace() else "")
     return _ARTICLE.sub(lambda m: _article(m.group(1), m.group(2)) + " " + m.group(2), text)
 
 
@@ -116,7 +120,7 @@ _ARTICLE = re.compile(r"\b(a|an|A|An) ([A-Za-z])")
 
 def _article(word: str, nxt: str) -> str:
     """'a' / 'an' agreeing with the next word's first letter, keeping the capital."""
-    art = "an" if nxt.lower() in "aeio" else "a"
+    art = "an" if nxt.lower() in "aeiou" else "a"
     return art.capitalize() if word[0] == "A" else art
 
 
