@@ -123,13 +123,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="evaluate a checkpoint on the test split")
     ap.add_argument("--model", type=Path, default=Path("models/spine"))
     ap.add_argument("--data", type=Path, required=True, help="folder with test.jsonl (from training.datagen)")
+    ap.add_argument("--split", default="test", choices=["test", "val"], help="which split of DATA to evaluate")
     ap.add_argument("--device", default=None)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", type=Path, default=None, help="write the full result JSON here")
     a = ap.parse_args()
     import torch
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    res = evaluate(a.model, a.data / "test.jsonl", device, a.limit)
+    res = evaluate(a.model, a.data / f"{a.split}.jsonl", device, a.limit)
     if a.out:
         a.out.write_text(json.dumps(res, indent=1))
     print(json.dumps({k: v for k, v in res.items() if k != "examples"}, indent=1))
