@@ -179,7 +179,7 @@ class Engine:
     def _complete(self, result, t0, messages, tools, on_token, cloud, cloud_timeout_ms,
                   confidence_threshold, params: SamplingParams) -> None:
         from .chat_template import validate_messages, validate_tools
-        from .tool_calls import split_reasoning
+        from .tool_calls import CallMarkupFilter, split_reasoning
 
         if self.generator is None:
             raise BadRequestError(f"{self.name} is an embedding model; use embed(), not complete()")
@@ -241,8 +241,16 @@ class Engine:
             result["tier"] = "cloud"
             return False
 
+        local_on_token, markup = on_token, None
+        if on_token is not None and tools:  # stream the text, never the call markup
+            markup = CallMarkupFilter(self.tokenizer.tool_call_style)
+
+            def local_on_token(piece: str):
+                shown = markup.feed(piece)
+                return on_token(shown) if shown else None
+
         self.model.capture = tuple(getattr(self.router(), "layers", ()))
-        gen = self.generator.generate(prompt, params, stream.feed, on_text=on_token,
+        gen = self.generator.generate(prompt, params, stream.feed, on_text=local_on_token,
                                       after_prefill=after_prefill, flush=stream.flush)
         result["prefill_tokens"] = gen.prefill_tokens
         result["prefill_tps"] = round(gen.prefill_tokens / gen.prefill_s, 2) if gen.prefill_s > 0 else 0.0
@@ -258,6 +266,8 @@ class Engine:
         else:
             text, reasoning = split_reasoning(gen.text)
             content, calls = self.tokenizer.parse_tool_calls(text, tools=tools)
+            if markup is not None and (tail := markup.finish(has_calls=bool(calls))):
+                on_token(tail)
             result["response"] = content
             if reasoning:
                 result["reasoning_content"] = reasoning

@@ -164,9 +164,9 @@ def _outcome(value: Any) -> dict:
 class EventStream:
     """The SSE response of a streamed chat completion (an ASGI app, so it can watch for disconnects)."""
 
-    def __init__(self, job: Job, first: tuple[str, Any], model: str, include_usage: bool, buffered: bool):
+    def __init__(self, job: Job, first: tuple[str, Any], model: str, include_usage: bool):
         self.job, self.first, self.model = job, first, model
-        self.include_usage, self.buffered = include_usage, buffered
+        self.include_usage = include_usage
         self.created = int(time.time())
 
     def _event(self, delta: dict, finish: Optional[str] = None, **more: Any) -> bytes:
@@ -177,7 +177,7 @@ class EventStream:
         yield self._event({"role": "assistant", "content": ""})
         kind, value = self.first
         while kind == "token":
-            if value and not self.buffered:
+            if value:  # the engine already withholds tool-call markup
                 yield self._event({"content": value})
             kind, value = await self.job.events.get()
         try:
@@ -192,8 +192,6 @@ class EventStream:
             yield f"data: {json.dumps(err.body())}\n\n".encode()
         else:
             delta: dict = {}
-            if self.buffered and result["response"]:
-                delta["content"] = result["response"]
             if result["function_calls"]:
                 delta["tool_calls"] = [dict(c, index=i) for i, c in enumerate(tool_calls(result["function_calls"]))]
             yield self._event(delta, finish_reason(result), **extras(result))
@@ -266,7 +264,6 @@ def create_app(engine, api_key: Optional[str] = None, queue_size: int = DEFAULT_
         req = parse_chat(body, default_max_tokens=engine.context_length)
         if not chat_capable:
             raise ApiError(400, f"{engine.name} is an embedding model; use /v1/embeddings", param="model")
-        buffered = bool(req.tools)  # tool-call markup must not leak as content: send the parsed result at the end
 
         def run(job: Job) -> dict:
             return engine.complete(req.messages, tools=req.tools, on_token=job.on_token, **req.options)
@@ -278,7 +275,7 @@ def create_app(engine, api_key: Optional[str] = None, queue_size: int = DEFAULT_
                 result = _outcome(value)
                 if not result["success"]:
                     raise engine_error(result)
-            return EventStream(job, (kind, value), engine.name, req.include_usage, buffered)
+            return EventStream(job, (kind, value), engine.name, req.include_usage)
         result = _outcome(value)
         if not result["success"]:
             raise engine_error(result)

@@ -241,3 +241,53 @@ def split_reasoning(text: str) -> tuple[str, str | None]:
     if not m:
         return text, None
     return text[m.end():], m.group(1).strip()
+
+
+# Where call markup starts, per style; a reply that *opens* with one of the
+# `bare` prefixes may be a whole-reply call (llama3 / gemma JSON or python).
+_MARKERS = {"qwen": ("<tool_call>",), "llama3": ("<|python_tag|>",),
+            "gemma": ("```tool_code", "```tool_call"), "none": ()}
+_BARE = {"llama3": ("{", "["), "gemma": ("{", "[")}
+
+
+class CallMarkupFilter:
+    """Stream the plain text of a reply and withhold its tool-call markup.
+
+    ``feed(piece)`` returns what may be shown now: text up to the first call
+    marker; a tail that could still grow into a marker is held back until the
+    next piece decides it. After a marker nothing more is shown: the calls come
+    back parsed in the result instead. For styles whose whole reply can be a call,
+    a reply opening with ``{`` or ``[`` is held entirely until ``finish``.
+    ``finish(has_calls)`` releases what was held when the reply held no call.
+    """
+
+    def __init__(self, style: str):
+        self.markers = _MARKERS.get(style, ())
+        self.bare = _BARE.get(style, ())
+        self.held = ""
+        self.stopped = False   # a marker was seen: show nothing more
+        self.hold_all = False  # the reply opened like a bare call: decide at the end
+        self.started = False
+
+    def feed(self, piece: str) -> str:
+        if self.stopped:
+            return ""
+        text = self.held + piece
+        if not self.started and text.strip():
+            self.started = True
+            self.hold_all = bool(self.bare) and text.lstrip().startswith(self.bare)
+        if self.hold_all:
+            self.held = text
+            return ""
+        cut = min((i for i in (text.find(m) for m in self.markers) if i >= 0), default=-1)
+        if cut >= 0:
+            self.stopped, self.held = True, ""
+            return text[:cut]
+        keep = max((k for m in self.markers for k in range(1, len(m)) if text.endswith(m[:k])), default=0)
+        self.held = text[len(text) - keep:]
+        return text[:len(text) - keep]
+
+    def finish(self, has_calls: bool = False) -> str:
+        out = "" if self.stopped or (self.hold_all and has_calls) else self.held
+        self.held = ""
+        return out

@@ -69,3 +69,22 @@ def test_greedy_tool_call(spine):
     assert ok and len(calls) == 1, text
     assert calls[0]["name"] == "set_alarm"
     assert calls[0]["arguments"].get("time") == "07:30", text
+
+
+def test_streamed_text_never_shows_call_markup():
+    """With tools, complete(on_token=...) streams plain answers piece by piece but withholds
+    the <tool_call> markup: the call comes back parsed instead."""
+    import cactus_core as cactus
+
+    engine = cactus.load(str(SPINE), backend="numpy_ref")
+    tools = [TOOLS["set_alarm"], TOOLS["get_weather"], TOOLS["send_message"]]
+    pieces: list[str] = []
+    r = engine.complete([{"role": "user", "content": "Set an alarm for 7:30 am"}], tools=tools,
+                        max_tokens=40, on_token=pieces.append)
+    assert r["function_calls"] and r["function_calls"][0]["name"] == "set_alarm"
+    assert "<tool" not in "".join(pieces) and "set_alarm" not in "".join(pieces)
+    pieces.clear()
+    r = engine.complete([{"role": "user", "content": "What is 23 plus 19?"}], tools=tools,
+                        max_tokens=40, on_token=pieces.append)
+    assert not r["function_calls"] and len(pieces) > 1
+    assert "".join(pieces).strip() == r["response"].strip()

@@ -345,3 +345,21 @@ def test_good_tools():
     out = validate_tools(TOOLS)
     assert out == TOOLS and out[0] is not TOOLS[0]
     assert validate_tools([fn("ns.get-thing_2")])[0]["function"]["name"] == "ns.get-thing_2"
+
+
+@pytest.mark.parametrize("style, pieces, has_calls, shown", [
+    ("qwen", ["Sure", ", here", " <tool", "_call>\n{\"name\": \"f\"}", "</tool_call>"], True, "Sure, here "),
+    ("qwen", ["a <", "b is less"], False, "a <b is less"),  # a held '<' is released by what follows
+    ("qwen", ["x <tool_c"], False, "x <tool_c"),  # held at the end, no call: released by finish
+    ("llama3", [" {\"name\"", ": \"f\", \"parameters\": {}}"], True, ""),  # a whole-reply call
+    ("llama3", ["[1] is", " a citation"], False, "[1] is a citation"),  # looked like one, was not
+    ("llama3", ["ok <|python", "_tag|>{}"], True, "ok "),
+    ("gemma", ["Calling:\n```tool_", "code\nf()\n```"], True, "Calling:\n"),
+    ("none", ["<tool_call>", " stays"], False, "<tool_call> stays"),
+])
+def test_call_markup_filter(style, pieces, has_calls, shown):
+    from cactus_core.tool_calls import CallMarkupFilter
+
+    f = CallMarkupFilter(style)
+    out = "".join(f.feed(p) for p in pieces) + f.finish(has_calls)
+    assert out == shown
