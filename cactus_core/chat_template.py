@@ -19,7 +19,7 @@ import json
 import re
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Optional
 
 from cactus_core.errors import BadRequestError, ModelLoadError
 
@@ -328,3 +328,24 @@ def mark_control_tokens(obj: Any, pattern: re.Pattern) -> Any:
     if isinstance(obj, (list, tuple)):
         return [mark_control_tokens(v, pattern) for v in obj]
     return obj
+
+
+def apply_tool_choice(choice: Any, tools: Optional[list]) -> tuple[Optional[list], Optional[str]]:
+    """(tools to offer, forced call: None = not forced, "" = any tool, else that tool's name)."""
+    if choice is None or choice == "auto":
+        return tools, None
+    if choice == "none":
+        return None, None
+    if choice == "required":
+        if not tools:
+            raise BadRequestError("tool_choice 'required' needs tools")
+        return tools, ""
+    name = choice.get("function", {}).get("name") if isinstance(choice, dict) and \
+        choice.get("type") == "function" and isinstance(choice.get("function"), dict) else None
+    if not isinstance(name, str):
+        raise BadRequestError("tool_choice must be 'none', 'auto', 'required' or "
+                              "{'type': 'function', 'function': {'name': ...}}")
+    chosen = [t for t in tools or [] if t["function"]["name"] == name]
+    if not chosen:
+        raise BadRequestError(f"tool_choice names '{name}', which is not among the tools")
+    return chosen, name

@@ -153,12 +153,19 @@ class Engine:
                  repetition_penalty: float = 1.0, seed: Optional[int] = None,
                  stop: Optional[Sequence[str]] = None, confidence_threshold: Optional[float] = None,
                  cloud: Any = None, cloud_timeout_ms: Optional[int] = None,
-                 on_token: Optional[Callable[[str], Any]] = None) -> dict:
-        """Answer a conversation; returns the response dict (never raises on bad input)."""
+                 on_token: Optional[Callable[[str], Any]] = None, tool_choice: Any = None) -> dict:
+        """Answer a conversation; returns the response dict (never raises on bad input).
+
+        ``tool_choice`` is OpenAI's: ``"auto"`` (default), ``"none"``, ``"required"`` or
+        ``{"type": "function", "function": {"name": ...}}``; the last two are enforced by
+        opening the assistant turn with the model's call markup.
+        """
         t0 = time.perf_counter()
         result = _empty_result(self)
         try:
-            self._complete(result, t0, messages, tools, on_token, cloud, cloud_timeout_ms,
+            from .chat_template import apply_tool_choice, validate_tools
+            tools, forced = apply_tool_choice(tool_choice, validate_tools(tools))
+            self._complete(result, t0, messages, tools, forced, on_token, cloud, cloud_timeout_ms,
                            confidence_threshold,
                            SamplingParams(max_tokens=_positive_int(max_tokens, "max_tokens"),
                                           temperature=_float(temperature, "temperature", 0.0),
@@ -176,18 +183,24 @@ class Engine:
         result["ram_usage_mb"] = round(rss_mb(), 1)
         return result
 
-    def _complete(self, result, t0, messages, tools, on_token, cloud, cloud_timeout_ms,
+    def _complete(self, result, t0, messages, tools, forced, on_token, cloud, cloud_timeout_ms,
                   confidence_threshold, params: SamplingParams) -> None:
-        from .chat_template import validate_messages, validate_tools
-        from .tool_calls import CallMarkupFilter, split_reasoning
+        from .chat_template import validate_messages
+        from .tool_calls import CallMarkupFilter, forced_call_prefix, split_reasoning
 
         if self.generator is None:
             raise BadRequestError(f"{self.name} is an embedding model; use embed(), not complete()")
         messages = validate_messages(messages)
-        tools = validate_tools(tools)
         if self.rag is not None:
             messages, result["sources"] = self.rag.augment(messages)
         prompt = self.tokenizer.encode_chat(messages, tools=tools, add_generation_prompt=True)
+        opening = ""
+        if forced is not None:  # the model continues an opened call: it cannot answer in text
+            try:
+                opening = forced_call_prefix(self.tokenizer.tool_call_style, forced or None)
+            except ValueError as exc:
+                raise BadRequestError(f"tool_choice: {exc}") from None
+            prompt = prompt + self.tokenizer.encode(opening, add_special_tokens=False)
         limit = self.context_length
         if len(prompt) >= limit:
             raise BadRequestError(
@@ -244,6 +257,7 @@ class Engine:
         local_on_token, markup = on_token, None
         if on_token is not None and tools:  # stream the text, never the call markup
             markup = CallMarkupFilter(self.tokenizer.tool_call_style)
+            markup.feed(opening)
 
             def local_on_token(piece: str):
                 shown = markup.feed(piece)
@@ -264,7 +278,7 @@ class Engine:
             result["time_to_first_token_ms"] = round((time.perf_counter() - t0) * 1000.0, 3)
             result["finish_reason"] = handed.get("finish_reason") or "stop"
         else:
-            text, reasoning = split_reasoning(gen.text)
+            text, reasoning = split_reasoning(opening + gen.text)
             content, calls = self.tokenizer.parse_tool_calls(text, tools=tools)
             if markup is not None and (tail := markup.finish(has_calls=bool(calls))):
                 on_token(tail)

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .chat_template import validate_messages, validate_tools
+from .chat_template import apply_tool_choice, validate_messages, validate_tools
 from .errors import CactusError
 
 #: Cactus fields copied from the engine result into every chat response.
@@ -126,7 +126,10 @@ def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
         tools = validate_tools(body.get("tools"))
     except CactusError as exc:
         raise bad(str(exc), param="tools") from None
-    tools = _apply_tool_choice(body.get("tool_choice"), tools)
+    try:  # checked here for a 400 naming the field; the engine enforces it
+        apply_tool_choice(body.get("tool_choice"), tools)
+    except CactusError as exc:
+        raise bad(str(exc), param="tool_choice") from None
     if _int(body, "n") not in (None, 1):
         raise bad("only n=1 is supported", param="n")
     for name in ("frequency_penalty", "presence_penalty"):
@@ -163,31 +166,14 @@ def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
         "confidence_threshold": _number(body, "confidence_threshold", 0.0, 1.0),
     }
     options = {k: v for k, v in options.items() if v is not None}
+    if body.get("tool_choice") is not None:
+        options["tool_choice"] = body["tool_choice"]
     options.setdefault("temperature", 1.0)  # OpenAI's default
     if _typed(body, "cloud_handoff", bool, "a boolean") is False:
         options["cloud"] = False
     if options.get("seed") is not None and options["seed"] < 0:
         options["seed"] &= 2**64 - 1  # numpy seeds must be non-negative
     return ChatRequest(messages, tools, stream, bool(stream_options.get("include_usage")), options)
-
-
-def _apply_tool_choice(choice: Any, tools: Optional[list]) -> Optional[list]:
-    """'none' hides the tools; a named function keeps only that one; 'auto'/'required' keep all."""
-    if choice is None or choice in ("auto", "required"):
-        if choice == "required" and not tools:
-            raise bad("tool_choice 'required' needs tools", param="tool_choice")
-        return tools
-    if choice == "none":
-        return None
-    name = choice.get("function", {}).get("name") if isinstance(choice, dict) and \
-        choice.get("type") == "function" and isinstance(choice.get("function"), dict) else None
-    if not isinstance(name, str):
-        raise bad("tool_choice must be 'none', 'auto', 'required' or "
-                  "{'type': 'function', 'function': {'name': ...}}", param="tool_choice")
-    chosen = [t for t in tools or [] if t["function"]["name"] == name]
-    if not chosen:
-        raise bad(f"tool_choice names '{name}', which is not among the tools", param="tool_choice")
-    return chosen
 
 
 # --- responses ------------------------------------------------------------------------

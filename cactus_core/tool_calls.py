@@ -291,3 +291,22 @@ class CallMarkupFilter:
         out = "" if self.stopped or (self.hold_all and has_calls) else self.held
         self.held = ""
         return out
+
+
+def forced_call_prefix(style: str, name: str | None = None) -> str:
+    """Text that opens the assistant turn so the model can only go on with a call.
+
+    ``tool_choice: "required"`` opens the call markup; a named function also writes
+    the call's name, so the model fills in just the arguments. This is how the
+    choice is enforced without a grammar: the decoder never gets to pick plain text.
+    The opening stops before the space that follows a colon: tokenizers glue that
+    space to the next token, and a prompt ending in a bare space derails the model.
+    """
+    quoted = json.dumps(name, ensure_ascii=False) if name else None
+    if style == "qwen":
+        return "<tool_call>\n" + (f'{{"name": {quoted}, "arguments":' if quoted else "")
+    if style == "llama3":
+        return f'{{"name": {quoted}, "parameters":' if quoted else '{"name": "'
+    if style == "gemma":
+        return "```tool_code\n" + (f"{name}(" if name else "")
+    raise ValueError("this model's chat template has no tool-call format, so a tool call cannot be forced")

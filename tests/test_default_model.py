@@ -88,3 +88,27 @@ def test_streamed_text_never_shows_call_markup():
                         max_tokens=40, on_token=pieces.append)
     assert not r["function_calls"] and len(pieces) > 1
     assert "".join(pieces).strip() == r["response"].strip()
+
+
+def test_tool_choice_is_enforced():
+    """'required' and a named function are enforced by opening the call: the model answers
+    arithmetic in text when free to, and with a call (the named one) when it is not."""
+    import cactus_core as cactus
+
+    engine = cactus.load(str(SPINE), backend="numpy_ref")
+    tools = [TOOLS["set_alarm"], TOOLS["get_weather"]]
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    free = engine.complete([{"role": "user", "content": "What is 23 plus 19?"}], tools=tools, max_tokens=40)
+    assert free["success"] and not free["function_calls"]
+    forced = engine.complete([{"role": "user", "content": "What is 23 plus 19?"}], tools=tools, max_tokens=40,
+                             tool_choice="required")
+    assert forced["success"] and len(forced["function_calls"]) >= 1, forced["response"]
+    assert forced["function_calls"][0]["name"] in {"set_alarm", "get_weather"}
+    named = engine.complete(ask, tools=tools, max_tokens=40, tool_choice={"type": "function",
+                                                                          "function": {"name": "set_alarm"}})
+    assert [c["name"] for c in named["function_calls"]] == ["set_alarm"] and named["finish_reason"] == "tool_calls"
+    assert engine.complete(ask, tools=tools, max_tokens=40, tool_choice="none")["function_calls"] == []
+    for bad, why in [("required", "needs tools"), ({"type": "function", "function": {"name": "nope"}}, "not among"),
+                     ("sometimes", "must be")]:
+        r = engine.complete(ask, tools=None if bad == "required" else tools, tool_choice=bad)
+        assert not r["success"] and why in r["error"] and "\n" not in r["error"]

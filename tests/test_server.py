@@ -378,3 +378,20 @@ def test_cli_serve(chat_dir):
         proc.terminate()
         out, err = proc.communicate(timeout=10)
     assert f"127.0.0.1:{port}" in err and KEY not in out + err
+
+
+def test_tool_choice_reaches_the_engine(server, engine, monkeypatch):
+    """'required' and a named function are passed on for the engine to enforce; a bad choice is a 400."""
+    seen = []
+    real = engine.complete
+    monkeypatch.setattr(engine, "complete", lambda *a, **kw: (seen.append(kw.get("tool_choice")), real(*a, **kw))[1])
+    client = server.client()
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    for choice in ("required", named):
+        r = client.chat.completions.create(model="m", messages=HI, tools=TOOLS, tool_choice=choice, max_tokens=4)
+        assert r.choices[0].message.role == "assistant"
+    assert seen == ["required", named]
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model="m", messages=HI, tools=TOOLS, max_tokens=4,
+                                       tool_choice={"type": "function", "function": {"name": "nope"}})
+    assert err.value.body["param"] == "tool_choice" and "not among" in err.value.body["message"]
