@@ -106,3 +106,18 @@ def test_missing_requests_never_offer_the_needed_tool(data):
                 calls = c["messages"][-(k + 2)]["tool_calls"]  # user, calls, k tool results, summary
                 assert sorted(tc["function"]["name"] for tc in calls) == sorted(c["needs"])
                 assert set(c["needs"]) <= offered
+
+
+def test_fronted_adjuncts_keep_the_call(tmp_path):
+    """--front moves a trailing time/day/place phrase to the front; the call is unchanged."""
+    assert phrasing.front_adjunct("wake me up at {time}") == "at {time}, wake me up"
+    assert phrasing.front_adjunct("turn on the lights in the {room}") == "in the {room}, turn on the lights"
+    assert phrasing.front_adjunct("text {who} that {msg}") is None
+    datagen.generate(tmp_path, seed=5, n_train=300, n_val=50, front=1.0)
+    convs = [json.loads(line) for line in open(tmp_path / "test.jsonl")]
+    fronted = [c for c in convs if c["category"] == "single"
+               and c["messages"][-4]["content"].lower().startswith(("at ", "in ", "on ", "for "))]
+    assert len(fronted) > 20
+    for c in fronted:  # the fronted phrase's value still reaches the arguments
+        args = c["messages"][-3]["tool_calls"][0]["function"]["arguments"]
+        assert args, c["messages"][-4]["content"]

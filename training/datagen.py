@@ -183,7 +183,7 @@ def _chunk(job: tuple[int, dict, int]) -> list[dict]:
 EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 200}
 
 
-def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6,
+def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6, front: float = 0.0,
              token_words: list[str] | None = None) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
@@ -197,6 +197,7 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         # invented names and word salad only where we train and tune, never in test
         lists[s]["_synth"] = 0.0 if s == "test" else synth
         lists[s]["_tokens"] = token_words if s != "test" else None
+        lists[s]["_front"] = front  # share of requests with a fronted adjunct (all splits alike)
         lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"
                                      for x in v for w in x.lower().split() if w.isalpha()})
     stats = {}

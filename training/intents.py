@@ -11,7 +11,7 @@ import random
 import string
 
 from . import surfaces as S
-from .phrasing import realize
+from .phrasing import front_adjunct, realize
 from .templates import PATTERNS
 
 T = str | tuple[str, dict]
@@ -183,6 +183,8 @@ def fill(intent: str, rng: random.Random, L: dict, split: str) -> tuple[str, dic
     tpl = rng.choice(templates_for(intent, split))
     pattern, const = (tpl, {}) if isinstance(tpl, str) else tpl
     text = realize(pattern, rng)
+    if L.get("_front") and rng.random() < L["_front"]:  # off by default: keeps the published splits
+        text = front_adjunct(text) or text
     vals = slot_values(rng, L)
     args: dict = dict(const)
     surf = {}

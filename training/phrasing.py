@@ -137,3 +137,17 @@ def count(pattern: str) -> int:
                 total *= 1 + n(part[1])
         return total
     return n(_parse(_expand_words(pattern), 0, None)[0])
+
+
+# A trailing adjunct that may move to the front: "wake me up at {time}" ->
+# "at {time}, wake me up". Only slots whose phrase reads the same in both places.
+_FRONTABLE = re.compile(r"^(?P<head>.+?),? (?P<adj>(?:(?:at|for|in|on|by|from) (?:the )?)?\{(?:time|day|dur|city|room)\})$")
+
+
+def front_adjunct(template: str) -> str | None:
+    """The template with its trailing time/day/duration/place adjunct moved to the front,
+    or None when it has none (a new word order for every pattern, in every split)."""
+    m = _FRONTABLE.match(template)
+    if not m or "{" not in m.group("adj") or m.group("head").endswith((" the", " a", " my")):
+        return None
+    return f"{m.group('adj')}, {m.group('head')}"

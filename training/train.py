@@ -213,6 +213,8 @@ def main(argv=None) -> None:
                     help="invented values use no random tokenizer pieces")
     ap.add_argument("--init", type=Path, default=None, help="continue from this checkpoint (and its tokenizer)")
     ap.add_argument("--eval-limit", type=int, default=0, help="test conversations to evaluate (0: all)")
+    ap.add_argument("--front", type=float, default=0.0,
+                    help="share of requests whose trailing time/day/place adjunct moves to the front")
     ap.add_argument("--val-eval", type=int, default=800, help="validation conversations to evaluate (0: none)")
     args = ap.parse_args(argv)
 
@@ -247,7 +249,8 @@ def main(argv=None) -> None:
     log({"event": "tokenizer", "vocab": tok.get_vocab_size(), "plain_docs": {k: len(v) for k, v in docs.items()}})
     pieces = sorted({p.lstrip("Ġ") for p in tok.get_vocab() if p.lstrip("Ġ").isalpha() and p.lstrip("Ġ").isascii()
                      and len(p.lstrip("Ġ")) >= 2})
-    stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None)
+    stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None,
+                             front=args.front)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len)
