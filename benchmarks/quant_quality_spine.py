@@ -1,13 +1,21 @@
 """Quantization quality on the embedded default model (real trained weights).
 
-    python benchmarks/quant_quality_spine.py [--model models/spine] [--conversations 200]
+    .venv/bin/python benchmarks/quant_quality_spine.py [--model models/spine] [--conversations 200]
+        [--rows CQ4,MLX] [--json out.json]
 
-Every scheme quantizes the same transformer-block linear weights (embeddings and
-the tied head stay float16), and each bundle is compared with the float model on
-the final assistant turns of test-split conversations (templates and entities the
-model never saw; prompts are not scored, since it was never trained on them).  Columns: true bits per weight of the
-quantized tensors, mean KL(float || quant) per token, and perplexity change.
-MLX's affine 4-bit group-64 (``mlx.core.quantize``) is the outside baseline.
+Each row converts the model with ``cactus convert``'s own code path
+(:func:`cactus_core.convert_cli.run_convert`), then scores the bundle against the
+float model on the final assistant turns of test-split conversations (templates and
+entities the model never saw; prompts are not scored, since it was never trained on
+them).  The float model's log-probabilities are computed once and reused.
+
+Columns: true bits per weight of the block linears, of the whole model (embedding and
+head included), mean KL(float || quant) per token with a 95% bootstrap interval over
+conversations, the mean without the 5 worst tokens (a handful of tokens where the
+float model sits on a knife edge dominate the mean on a model this small), p99, and
+perplexity change.  MLX's affine 4-bit group-64 (``mlx.core.quantize``) is the
+outside baseline.  Rows run on numpy_ref by default, so kernel work elsewhere
+cannot move the numbers.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import json
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +33,22 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SCHEMES = [("CQ4", 4, "cq"), ("CQ3", 3, "cq"), ("CQ2", 2, "cq"), ("CQ3.26", 3.26, "cq"), ("CQ2.54", 2.54, "cq"),
-           ("GPTQ-4 g128", 4, "gptq"), ("RTN int4 g128", 4, "rtn")]
+#: label -> run_convert options ("mlx" is the outside baseline)
+ROWS = {
+    "CQ4": dict(bits="4", head="keep"),
+    "CQ4 +feedback": dict(bits="4", head="keep", calibrate=True),
+    "MLX affine 4-bit g64": "mlx",
+    "CQ4 + head int8": dict(bits="4", head="int8"),
+    "GPTQ-4 g128": dict(bits="4", method="gptq", head="keep"),
+    "RTN int4 g128": dict(bits="4", method="rtn", head="keep"),
+    "CQ3.26 KL plan": dict(bits="3.26", head="keep"),
+    "CQ3.26 proxy plan": dict(bits="3.26", head="keep", sensitivity="proxy"),
+    "CQ2.54 KL plan": dict(bits="2.54", head="keep"),
+    "CQ2.54 proxy plan": dict(bits="2.54", head="keep", sensitivity="proxy"),
+    "CQ3": dict(bits="3", head="keep"),
+    "CQ2": dict(bits="2", head="keep"),
+    "CQ4 + head cq4": dict(bits="4", head="cq4"),
+}
 
 
 def heldout_segments(engine, n: int = 200, seed: int = 0) -> list[tuple[list[int], int]]:
@@ -48,14 +71,17 @@ def heldout_segments(engine, n: int = 200, seed: int = 0) -> list[tuple[list[int
     return segments
 
 
-def mlx_affine_copy(src: str, out: str, group: int = 64, bits: int = 4) -> float:
-    """A float16 copy whose block linears went through mlx's quantize/dequantize; returns bpw."""
+def mlx_affine_copy(src: str, out: str, group: int = 64, bits: int = 4) -> tuple[float, float]:
+    """A float16 copy whose block linears went through mlx's quantize/dequantize.
+
+    Returns (bits per weight of those linears, of the whole model with the rest in float16)."""
     import mlx.core as mx
     from safetensors.numpy import load_file, save_file
 
     shutil.copytree(src, out)
+    (Path(out) / "cactus.json").unlink(missing_ok=True)
     tensors = load_file(str(Path(src) / "model.safetensors"))
-    n, cost = 0, 0.0
+    n, cost, total = 0, 0.0, sum(w.size for w in tensors.values())
     for name, w in tensors.items():
         if ".layers." in name and name.endswith("proj.weight") and w.ndim == 2 and w.shape[1] % group == 0:
             q, scales, biases = mx.quantize(mx.array(w.astype(np.float32)), group_size=group, bits=bits)
@@ -63,46 +89,86 @@ def mlx_affine_copy(src: str, out: str, group: int = 64, bits: int = 4) -> float
             n += w.size
             cost += w.size * bits + (w.size // group) * 32  # fp16 scale and bias per group
     save_file(tensors, str(Path(out) / "model.safetensors"))
-    return cost / n
+    return cost / n, (cost + 16.0 * (total - n)) / total
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = np.asarray(z, dtype=np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def scored_logprobs(engine, segments) -> list[np.ndarray]:
+    """Per conversation, log-probabilities at the scored positions (float32)."""
+    return [_log_softmax(engine.logits(ids))[start - 1 : -1].astype(np.float32) for ids, start in segments]
+
+
+def score(reference: list[np.ndarray], quant: list[np.ndarray], segments, boot: int = 2000) -> dict:
+    """KL(float || quant) statistics, a conversation-level bootstrap interval, perplexities."""
+    kl_conv = [np.sum(np.exp(p) * (p - q), axis=-1) for p, q in zip(reference, quant)]
+    nxt = [np.asarray(ids[start:]) for ids, start in segments]
+    nll_f = sum(-p[np.arange(len(t)), t].sum() for p, t in zip(reference, nxt))
+    nll_q = sum(-q[np.arange(len(t)), t].sum() for q, t in zip(quant, nxt))
+    kl = np.concatenate(kl_conv)
+    sums, counts = np.array([k.sum() for k in kl_conv]), np.array([len(k) for k in kl_conv])
+    pick = np.random.default_rng(0).integers(0, len(kl_conv), (boot, len(kl_conv)))
+    means = sums[pick].sum(1) / counts[pick].sum(1)
+    ppl_f, ppl_q = float(np.exp(nll_f / len(kl))), float(np.exp(nll_q / len(kl)))
+    return {"tokens": int(len(kl)), "kl_mean": float(kl.mean()), "kl_ci95": [float(x) for x in np.percentile(means, [2.5, 97.5])],
+            "kl_trim5": float(np.sort(kl)[:-5].mean()), "kl_p99": float(np.quantile(kl, 0.99)),
+            "perplexity_float": ppl_f, "perplexity_quant": ppl_q, "perplexity_delta_pct": 100.0 * (ppl_q / ppl_f - 1.0)}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(ROOT / "models" / "spine"))
     ap.add_argument("--conversations", type=int, default=200)
+    ap.add_argument("--rows", help=f"comma-separated subset of: {', '.join(ROWS)}")
+    ap.add_argument("--backend", default="numpy_ref")
     ap.add_argument("--json", help="write the table here")
     args = ap.parse_args()
 
     import cactus_core as cactus
-    from cactus_core.quality import compare, self_calibration
-    from cactus_quant.convert import convert
+    from cactus_core.convert_cli import run_convert
 
+    rows = list(ROWS) if not args.rows else [r.strip() for r in args.rows.split(",")]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        ap.error(f"unknown rows {unknown}; choose from {list(ROWS)}")
+    t0 = time.time()
     work = Path(tempfile.mkdtemp(prefix="cactus-qq-"))
-    ref = cactus.load(args.model)
+    ref = cactus.load(args.model, backend=args.backend)
     segments = heldout_segments(ref, args.conversations)
-    calib = self_calibration(args.model, samples=8) if any(m == "gptq" for _, _, m in SCHEMES) else {}
-    rows = []
-    for label, bits, method in SCHEMES:
-        out = work / label.replace(" ", "_")
-        rep = convert(args.model, out, bits=bits, method=method, progress=False,
-                      calibration=calib.get if method == "gptq" else None)
-        q = compare(ref, cactus.load(str(out)), segments=segments)
-        rows.append({"scheme": label, "bpw": rep["bits_per_weight"], **q})
-        print(f"{label:<15} {rep['bits_per_weight']:.3f} bpw  KL {q['kl_mean']:.4f}  "
-              f"ppl {q['perplexity_quant']:.3f} ({q['perplexity_delta_pct']:+.2f}%)", flush=True)
-    try:
-        bpw = mlx_affine_copy(args.model, str(work / "mlx"))
-        q = compare(ref, cactus.load(str(work / "mlx")), segments=segments)
-        rows.append({"scheme": "MLX affine 4-bit g64", "bpw": bpw, **q})
-    except ImportError:
-        print("mlx is not installed: no MLX baseline row (pip install 'mlx[cpu]')")
-    print(f"\nfloat perplexity {rows[0]['perplexity_float']:.3f} on {rows[0]['tokens']} held-out tokens")
-    print(f"{'scheme':<22}{'bits/w':>8}{'KL mean':>10}{'KL p99':>9}{'ppl':>9}{'Δppl':>9}")
-    for r in rows:
-        print(f"{r['scheme']:<22}{r['bpw']:>8.3f}{r['kl_mean']:>10.4f}{r['kl_p99']:>9.3f}"
-              f"{r['perplexity_quant']:>9.3f}{r['perplexity_delta_pct']:>8.2f}%")
+    reference = scored_logprobs(ref, segments)
+    results = []
+    for label in rows:
+        spec, out, t = ROWS[label], work / label.replace(" ", "_").replace("+", ""), time.time()
+        try:
+            if spec == "mlx":
+                bpw, model_bpw = mlx_affine_copy(args.model, str(out))
+            else:
+                rep = run_convert(args.model, str(out), progress=False, **spec)
+                bpw = rep["bits_per_weight"]
+                model_bpw = 8.0 * rep["bundle_bytes"] / rep["total_params"]
+        except ImportError:
+            print(f"{label}: skipped (mlx is not installed: pip install 'mlx[cpu]')")
+            continue
+        q = score(reference, scored_logprobs(cactus.load(str(out), backend=args.backend), segments), segments)
+        results.append({"scheme": label, "bpw": bpw, "model_bpw": model_bpw, "seconds": time.time() - t, **q})
+        print(f"{label:<22} {bpw:.3f} bpw  KL {q['kl_mean']:.4f} [{q['kl_ci95'][0]:.4f}, {q['kl_ci95'][1]:.4f}]  "
+              f"trim5 {q['kl_trim5']:.4f}  ppl {q['perplexity_delta_pct']:+.2f}%  ({time.time() - t:.0f}s)", flush=True)
+        shutil.rmtree(out, ignore_errors=True)
+    r0 = results[0]
+    print(f"\nfloat perplexity {r0['perplexity_float']:.3f} on {r0['tokens']} held-out tokens; "
+          f"{time.time() - t0:.0f}s in all")
+    print(f"| scheme | bits/w (blocks) | bits/w (model) | KL mean | 95% CI | KL w/o worst 5 | KL p99 | ppl | Δppl |")
+    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    for r in results:
+        print(f"| {r['scheme']} | {r['bpw']:.3f} | {r['model_bpw']:.3f} | {r['kl_mean']:.4f} | "
+              f"{r['kl_ci95'][0]:.4f}-{r['kl_ci95'][1]:.4f} | {r['kl_trim5']:.4f} | {r['kl_p99']:.3f} | "
+              f"{r['perplexity_quant']:.3f} | {r['perplexity_delta_pct']:+.2f}% |")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        Path(args.json).write_text(json.dumps(results, indent=2))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -135,6 +135,10 @@ def _print_result(result: dict, as_json: bool, streamed: bool) -> int:
 
 
 def cmd_run(args) -> int:
+    from . import hub
+
+    if args.model and hub.looks_like_repo_id(args.model):  # download and convert once, as Cactus does
+        args.model = hub.bundle_for(args.model, log=lambda m: print(m, file=sys.stderr))
     engine = _load_engine(args)
     tools = _read_tools(args.tools)
     messages = [{"role": "system", "content": args.system}] if args.system else []

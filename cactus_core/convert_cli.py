@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Optional
 
 import numpy as np
 
 from .errors import CactusError, QuantizationError
 
 BITS = ("4", "3", "2", "3.26", "2.54", "8")
+HEADS = ("keep", "int8", "int4", "cq4")
+#: How embeddings / lm_head are stored unless --head says otherwise (measured: docs/quantization.md).
+DEFAULT_HEAD = "int8"
 
 
 def add_convert_command(sub) -> None:
@@ -27,7 +31,14 @@ def add_convert_command(sub) -> None:
     p.add_argument("--method", default="cq", choices=["cq", "gptq", "rtn"])
     p.add_argument("--calibrate", action="store_true",
                    help="CQ error feedback from text the model generates itself (always on for gptq)")
-    p.add_argument("--calibration-samples", type=int, default=8)
+    p.add_argument("--calibration-text", metavar="FILE",
+                   help="calibrate (and measure mixed-precision sensitivity) on this text instead")
+    p.add_argument("--calibration-samples", type=int, default=16,
+                   help="self-generated texts and chats to calibrate on (fewer over-fit the feedback)")
+    p.add_argument("--head", default=DEFAULT_HEAD, choices=HEADS,
+                   help=f"embeddings and lm_head: keep their dtype, or int8/int4/cq4 (default {DEFAULT_HEAD})")
+    p.add_argument("--sensitivity", default="kl", choices=["kl", "proxy"],
+                   help="mixed precision (--bits 3.26/2.54): measured KL per tensor (default) or weight error")
     p.add_argument("--report", action="store_true", help="per-tensor error, KL divergence and perplexity")
     p.add_argument("--eval-text", help="held-out text file for --report (default: stdlib docstrings)")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
@@ -50,14 +61,72 @@ def tensor_errors(src: str, out: str) -> dict[str, float]:
     return errors
 
 
+def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibrate: bool = False,
+                calibration_text: Optional[str] = None, samples: int = 16, head: str = DEFAULT_HEAD,
+                sensitivity: str = "kl", force: bool = False, progress: bool = True) -> dict:
+    """``cactus convert`` without the argument parsing: calibration tokens and activations,
+    measured mixed-precision sensitivity, then the conversion; returns its report."""
+    from cactus_quant import sensitivity as sens
+    from cactus_quant.convert import convert, scheme_name
+
+    from .engine import Engine
+    from .weights import load_weights
+
+    scheme = scheme_name(float(bits), method)
+    measured = scheme in ("cq3.26", "cq2.54") and sensitivity == "kl"
+    calibrate = method == "gptq" or calibrate or bool(calibration_text)
+    calibration, measure, quantizer, tokens, bar = None, None, None, None, None
+    if calibrate or measured:
+        text = None
+        if calibration_text:
+            try:
+                with open(calibration_text, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError as exc:
+                raise QuantizationError(f"cannot read --calibration-text {calibration_text}: {exc.strerror}") from None
+        engine = Engine.load(src, context_length=256)
+        if engine.generator is None:  # an encoder: it can neither write its own text nor give next-token KL
+            if calibrate and text is None:
+                raise QuantizationError(f"{src} is not a causal LM, so it cannot calibrate on its own text; "
+                                        "pass --calibration-text FILE")
+            measured = False
+        tokens = sens.calibration_tokens(engine, samples=samples, length=128, text=text)
+        del engine
+    if calibrate:
+        calibration = sens.record_inputs(src, tokens).get
+    if measured:
+        from cactus_quant.plugin import cactus_register_quantizers
+
+        found: dict = {}
+        cactus_register_quantizers(lambda name, q: found.__setitem__(name, q))
+        quantizer, weights = found[scheme], load_weights(src)
+
+        def make(name: str, width: int):
+            extra = {"calibration": calibration(name)} if calibration is not None else {}
+            return quantizer.inner[width].quantize(name, weights[name], **extra)
+
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(desc="measure KL per tensor", unit="run")
+        measure = sens.KLSensitivity(src, make, tokens=tokens, progress=bar.update if bar else None)
+        quantizer.made = measure.tensors  # the conversion reuses what was measured
+    try:
+        return convert(src, out, bits=float(bits), method=method, force=force, progress=progress,
+                       calibration=calibration, head=head, measure=measure, quantizer=quantizer)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def _cmd_convert(args) -> int:
     try:
-        from cactus_quant.convert import convert
+        import cactus_quant  # noqa: F401
     except ImportError:
         raise CactusError("cactus convert needs the quantizer plugin: pip install ./quant") from None
     from .engine import Engine
     from .models import model_module
-    from .quality import compare, self_calibration
+    from .quality import compare
     from .weights import read_json
 
     model_module(read_json(os.path.join(args.src, "config.json"), "config.json"))  # supported at all?
@@ -65,12 +134,8 @@ def _cmd_convert(args) -> int:
         raise QuantizationError(f"{args.out} already exists; pass --force to overwrite it")
     source = Engine.load(args.src, context_length=64)  # missing tensors or shapes that do not fit fail here
     del source
-    calibration = None
-    if args.method == "gptq" or args.calibrate:
-        acts = self_calibration(args.src, samples=args.calibration_samples)
-        calibration = acts.get
-    report = convert(args.src, args.out, bits=float(args.bits), method=args.method, force=args.force,
-                     progress=not args.json, calibration=calibration)
+    report = run_convert(args.src, args.out, args.bits, args.method, args.calibrate, args.calibration_text,
+                         args.calibration_samples, args.head, args.sensitivity, args.force, not args.json)
     try:
         quant = Engine.load(args.out)  # the bundle must load and run before we call it done
     except CactusError as exc:
@@ -88,6 +153,12 @@ def _cmd_convert(args) -> int:
     print(f"{report['scheme']}: {report['tensors_quantized']} tensors at {report['bits_per_weight']:.3f} bits/weight, "
           f"{report['tensors_kept']} kept in their dtype; {report['source_bytes'] / 2**20:.1f} MiB -> "
           f"{report['bundle_bytes'] / 2**20:.1f} MiB -> {report['output']}")
+    if report.get("head_tensors"):
+        print(f"head ({', '.join(report['head_tensors'])}): {report['head']} at "
+              f"{report['head_bits_per_weight']:.3f} bits/weight")
+    if "allocation" in report:
+        print(f"mixed precision from {report['allocation_source']} sensitivity: tensors per width "
+              f"{report['allocation']}")
     if args.report:
         errs = report["tensor_rel_error"]
         worst = sorted(errs.items(), key=lambda kv: -kv[1])[:5]

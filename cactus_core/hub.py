@@ -4,6 +4,11 @@ Uses ``huggingface_hub`` so ``HF_ENDPOINT``, ``HF_HOME``/the shared cache,
 ``HF_TOKEN`` and ``HF_HUB_OFFLINE`` behave as in every other HF tool.  Only the
 files an inference engine needs are fetched (configs, tokenizer, safetensors;
 PyTorch ``.bin`` weights only when a repository has no safetensors).
+
+``cactus run ORG/NAME`` goes one step further, as Cactus does: the first run
+downloads the checkpoint and converts it into a CQ4 bundle under the Cactus
+cache (``$CACTUS_CACHE``, default ``~/.cache/cactus``); later runs load that
+bundle without touching the network (:func:`bundle_for`).
 """
 
 from __future__ import annotations
@@ -75,6 +80,51 @@ def cached(repo_id: str, revision: Optional[str] = None) -> Optional[str]:
         return download(repo_id, revision, local_only=True)
     except Exception:
         return None
+
+
+def cache_dir() -> str:
+    """Where converted bundles live: ``$CACTUS_CACHE`` or ``~/.cache/cactus``."""
+    return os.environ.get("CACTUS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cactus")
+
+
+def bundle_path(repo_id: str, revision: Optional[str] = None, bits: str = "4") -> str:
+    """The cached bundle directory for ``repo_id`` at ``revision`` converted to CQ``bits``."""
+    safe = repo_id.replace("/", "--")
+    return os.path.join(cache_dir(), "bundles", f"{safe}--{revision or 'main'}--cq{bits}")
+
+
+def bundle_for(repo_id: str, revision: Optional[str] = None, bits: str = "4", progress: bool = True,
+               log=None) -> str:
+    """A runnable local model for ``repo_id``: the cached bundle, else download and convert.
+
+    Falls back to the downloaded float checkpoint (with a note on ``log``) when
+    the quantizer plugin is not installed or the model has nothing to quantize.
+    """
+    out = bundle_path(repo_id, revision, bits)
+    if os.path.exists(os.path.join(out, "cactus.json")):
+        return out
+    src = download(repo_id, revision)
+    try:
+        import cactus_quant  # noqa: F401
+    except ImportError:
+        if log:
+            log(f"note: running {repo_id} unquantized (pip install ./quant to convert it to CQ{bits})")
+        return src
+    from .convert_cli import run_convert
+    from .errors import QuantizationError
+    from .models import model_module
+    from .weights import read_json
+
+    model_module(read_json(os.path.join(src, "config.json"), "config.json"))  # unsupported: one line, no convert
+    if log:
+        log(f"converting {repo_id} to CQ{bits} (once) -> {out}")
+    try:
+        run_convert(src, out, bits, "cq", force=True, progress=progress)  # the `cactus convert` defaults
+    except QuantizationError as exc:
+        if log:
+            log(f"note: running {repo_id} unquantized: {exc}")
+        return src
+    return out
 
 
 def add_download_command(sub) -> None:

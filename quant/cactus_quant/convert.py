@@ -6,8 +6,10 @@ weights go to one ``model.safetensors`` and ``cactus.json`` says which tensors
 are quantized and how (docs/formats.md).  Which tensors get quantized: every
 2-D ``*.weight`` inside a transformer block (``layers.N``, ``layer.N``, ``h.N``,
 ``blocks.N``) whose input dim is a multiple of 32.  Embeddings and ``lm_head``
-stay in their source dtype: they are the most sensitive tensors, often tied,
-and a lookup table does not benefit from the rotation.
+(the "head") follow ``head=``: ``keep`` leaves them in their source dtype,
+``int8``/``int4`` store them as affine groups, ``cq4`` as CQ.  Each of these is
+a format every backend already multiplies by (``linear``, the tied output head);
+embedding lookups dequantize only the rows they read.
 
 Weights are read straight from the safetensors bytes (memory-mapped, bf16
 included, which ``safetensors.numpy`` cannot represent) and the bundle is
@@ -38,6 +40,9 @@ _DTYPES = {
 }
 _NAMES = {np.dtype(v): k for k, v in _DTYPES.items() if k != "BF16"}
 _BLOCK = re.compile(r"(^|\.)(layers|layer|h|blocks)\.\d+\.")
+#: Token embeddings and output heads of the supported architectures.
+_HEAD = re.compile(r"(^|\.)(embed_tokens|word_embeddings|wte|lm_head|embed_out)\.weight$")
+HEAD_CHOICES = ("keep", "int8", "int4", "cq4")
 
 
 def read_safetensors(path: Path) -> dict[str, tuple[str, np.ndarray]]:
@@ -97,6 +102,22 @@ def _quantizable(name: str, dtype: str, arr: np.ndarray) -> bool:
     )
 
 
+def _is_head(name: str, dtype: str, arr: np.ndarray) -> bool:
+    return bool(_HEAD.search(name)) and arr.ndim == 2 and dtype in ("F32", "F16", "BF16") and arr.shape[1] % 32 == 0
+
+
+def head_quantizer(head: str) -> Any:
+    """The quantizer for embeddings/``lm_head`` under ``--head`` (None for ``keep``)."""
+    if head not in HEAD_CHOICES:
+        raise QuantizationError(f"unknown --head '{head}'; use one of {', '.join(HEAD_CHOICES)}")
+    if head == "keep":
+        return None
+    from .cq import CQQuantizer
+    from .rtn import RTNQuantizer
+
+    return CQQuantizer("cq4", 4) if head == "cq4" else RTNQuantizer(f"rtn{head[3:]}", int(head[3:]))
+
+
 def _as_float(dtype: str, arr: np.ndarray):
     return BFloat16(arr) if dtype == "BF16" else arr
 
@@ -110,12 +131,17 @@ def convert(
     progress: bool = True,
     calibration: Optional[Callable[[str], np.ndarray]] = None,
     quantizer: Any = None,
+    head: str = "keep",
+    measure: Optional[Callable[[str, int], float]] = None,
 ) -> dict:
     """Convert a Hugging Face checkpoint to a quantized bundle; returns a report dict.
 
     ``calibration(tensor_name) -> activations`` feeds GPTQ (required for
     ``gptq``) and CQ's error feedback (optional).  ``quantizer`` overrides the
-    registered scheme object (tests, custom settings).
+    registered scheme object (tests, custom settings).  ``head`` says how
+    embeddings and ``lm_head`` are stored (:data:`HEAD_CHOICES`).  ``measure``
+    is the mixed-precision sensitivity ``measure(name, bits)`` (e.g. measured KL,
+    see :mod:`cactus_quant.sensitivity`); without it the weight-error proxy plans.
     """
     t0 = time.time()
     src, out = Path(src_dir), Path(out_dir)
@@ -144,14 +170,19 @@ def convert(
     targets = [n for n, (dt, a) in tensors.items() if _quantizable(n, dt, a)]
     if not targets:
         raise QuantizationError(f"{src}: found no transformer-block linear weights to quantize")
+    head_q = head_quantizer(head)
+    heads = {n for n, (dt, a) in tensors.items() if head_q is not None and _is_head(n, dt, a)}
 
     allocation = None
-    if hasattr(quantizer, "plan"):  # mixed precision: widths from the proxy sensitivity
-        allocation = quantizer.plan({n: to_float32(_as_float(*tensors[n])) for n in targets})
+    if hasattr(quantizer, "plan"):  # mixed precision: widths from measured sensitivity, else the proxy
+        if measure is not None:
+            allocation = quantizer.plan({n: tuple(tensors[n][1].shape) for n in targets}, measure=measure)
+        else:
+            allocation = quantizer.plan({n: to_float32(_as_float(*tensors[n])) for n in targets})
 
     written: dict[str, tuple[str, np.ndarray]] = {}
     manifest: dict[str, dict] = {}
-    quant_bits = 0.0
+    quant_bits, head_bits, head_params = 0.0, 0.0, 0
     bar = None
     if progress:
         from tqdm import tqdm
@@ -166,6 +197,13 @@ def convert(
                 written[key] = (_NAMES[a.dtype], a)
             manifest[name] = qt.manifest_entry()
             quant_bits += qt.bits_per_weight * arr.size
+        elif name in heads:
+            qt = head_q.quantize(name, _as_float(dt, arr))
+            for key, a in qt.named_arrays(name).items():
+                written[key] = (_NAMES[a.dtype], a)
+            manifest[name] = qt.manifest_entry()
+            head_bits += qt.bits_per_weight * arr.size
+            head_params += arr.size
         else:
             written[name] = (dt, arr)
         if bar is not None:
@@ -187,7 +225,10 @@ def convert(
             "source": str(src),
             "output": str(out),
             "tensors_quantized": len(targets),
-            "tensors_kept": len(tensors) - len(targets),
+            "tensors_kept": len(tensors) - len(targets) - len(heads),
+            "head": head,
+            "head_tensors": sorted(heads),
+            "head_bits_per_weight": head_bits / head_params if head_params else None,
             "quantized_params": int(n_quant),
             "total_params": int(n_all),
             "bits_per_weight": quant_bits / n_quant,
@@ -196,10 +237,12 @@ def convert(
         }
         if allocation is not None:
             report["allocation"] = {b: sum(1 for v in allocation.bits.values() if v == b) for b in (2, 3, 4)}
+            report["allocation_source"] = "measured" if measure is not None else "proxy"
         cactus = {
             "format_version": 1,
             "source": str(src),
-            "quantization": {"scheme": scheme, "bits_per_weight": report["bits_per_weight"], "tensors": manifest},
+            "quantization": {"scheme": scheme, "bits_per_weight": report["bits_per_weight"], "head": head,
+                             "tensors": manifest},
         }
         (tmp / "cactus.json").write_text(json.dumps(cactus, indent=1))
         if out.exists():

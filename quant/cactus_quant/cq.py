@@ -47,6 +47,17 @@ def pow2_divisor(n: int, cap: int) -> int:
     return math.gcd(n, 1 << (max(cap, 1).bit_length() - 1))
 
 
+def choose_group(n: int, group_size: int, vec_dim: int) -> int:
+    """The scale group for input dim ``n``: the largest divisor of ``n`` up to
+    ``group_size`` that holds a whole number of 4-vector runs (kernels read codes
+    four vectors at a time), so ``in = 320`` gets 80 and ``in = 960`` gets 120
+    rather than the 64 a power of two would allow.  Groups need not align with
+    the rotation blocks: the format scales coordinates after rotating."""
+    step = 4 * vec_dim
+    fits = [g for g in range(step, min(group_size, n) + 1, step) if n % g == 0]
+    return max(fits) if fits else pow2_divisor(n, group_size)
+
+
 def check_matrix(name: str, array: Any) -> np.ndarray:
     """``array`` as a finite float32 ``(out, in)`` matrix, or a one-line QuantizationError."""
     w = to_float32(array) if not isinstance(array, np.ndarray) else np.asarray(array, dtype=np.float32)
@@ -105,13 +116,12 @@ def cq_quantize(
     """Quantize a float ``(out, in)`` matrix to a :class:`CQTensor`.
 
     The rotation block is the largest power of two dividing ``in`` (at most
-    ``max_block``); the group is the largest power of two dividing ``in`` (at most
-    ``group_size``), so no padding is ever needed.
+    ``max_block``); the group is :func:`choose_group`, so no padding is ever needed.
     """
     w = np.asarray(w, dtype=np.float32)
     out, n = w.shape
     block = pow2_divisor(n, max_block)
-    group = pow2_divisor(n, group_size)
+    group = choose_group(n, group_size, vec_dim)
     if group % vec_dim:
         raise QuantizationError(f"group {group} is not a multiple of the vector size {vec_dim}")
     codebook = gaussian_vq(index_bits, vec_dim).astype(np.float16)
@@ -141,7 +151,7 @@ def make_cq_tensor(shape, meta: dict, codes: np.ndarray, scales: np.ndarray, cod
 def cq_bits_for_shape(shape: tuple[int, int], index_bits: int, vec_dim: int, group_size: int = 128) -> float:
     """True bits per weight of a CQ tensor of ``shape``: codes, scales, codebook and signs."""
     out, n = shape
-    group = pow2_divisor(n, group_size)
+    group = choose_group(n, group_size, vec_dim)
     nbytes = out * -(-(n // vec_dim) * index_bits // 8)
     nbytes += 2 * out * (n // group) + 2 * (1 << index_bits) * vec_dim + n // 8
     return 8.0 * nbytes / (out * n)

@@ -21,7 +21,7 @@ from cactus_core.errors import QuantizationError
 from cactus_core.formats import CQTensor, pack_bits
 
 from .codebooks import gaussian_vq, nearest
-from .cq import DEFAULT_SEED, MAX_BLOCK, encode_groups, make_cq_tensor, pow2_divisor, rotate_rows
+from .cq import DEFAULT_SEED, MAX_BLOCK, choose_group, encode_groups, make_cq_tensor, pow2_divisor, rotate_rows
 from .gptq import hessian_from, inverse_cholesky
 
 
@@ -47,7 +47,7 @@ def cq_quantize_feedback(
     w = np.asarray(w, dtype=np.float32)
     out, n = w.shape
     block = pow2_divisor(n, max_block)
-    group = pow2_divisor(n, group_size)
+    group = choose_group(n, group_size, vec_dim)
     if group % vec_dim:
         raise QuantizationError(f"group {group} is not a multiple of the vector size {vec_dim}")
     u = inverse_cholesky(rotate_hessian(hessian_from(x_or_h, n, is_hessian), block, seed), damp)

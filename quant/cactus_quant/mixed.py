@@ -8,9 +8,11 @@ programming over the spare bit budget cut into ``resolution`` units, then
 repairs the rounding exactly: never over the target, and equal to the brute-force
 optimum on every small problem tested.
 
-Sensitivity comes from a callback ``measure(tensor_name, bits) -> float``: the
-lead's model-level KL divergence once the engine exists, or the cheap proxy
-:func:`proxy_measure` (weight MSE times activation scale).
+Sensitivity comes from a callback ``measure(tensor_name, bits) -> float``:
+:class:`cactus_quant.sensitivity.KLSensitivity` (the model-level KL divergence
+with only that tensor quantized, on self-generated text: what ``cactus convert``
+uses), or the cheap fallback :func:`proxy_measure` (weight MSE times activation
+scale) when no forward pass is possible.
 """
 
 from __future__ import annotations
@@ -162,6 +164,8 @@ class MixedCQQuantizer:
         self.name, self.target_bpw = name, float(target_bpw)
         self.inner = {b: CQQuantizer(f"cq{b}", b) for b in choices}
         self.allocation: Optional[Allocation] = None
+        #: (name, bits) -> tensor already made (e.g. while measuring sensitivity), reused by quantize
+        self.made: dict[tuple[str, int], Any] = {}
 
     @property
     def bits_per_weight(self) -> float:
@@ -198,4 +202,5 @@ class MixedCQQuantizer:
             bits = self.allocation.bits[name]
         if int(bits) not in self.inner:
             raise QuantizationError(f"{self.name}: bits must be one of {sorted(self.inner)}, got {bits}")
-        return self.inner[int(bits)].quantize(name, array, **options)
+        made = self.made.get((name, int(bits)))
+        return made if made is not None else self.inner[int(bits)].quantize(name, array, **options)

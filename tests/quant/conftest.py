@@ -26,3 +26,13 @@ def minilm_weights() -> dict[str, np.ndarray]:
     path = os.path.join(list(spec.submodule_search_locations)[0], "model", "model.safetensors")
     with safe_open(path, framework="numpy") as f:
         return {name: f.get_tensor(name) for name in MINILM}
+
+
+@pytest.fixture(scope="session")
+def tiny_chat(tmp_path_factory) -> str:
+    """One small random Qwen3 chat model (128 wide: full rotation blocks) for the
+    conversion tests of this folder; building its tokenizer is the slow part."""
+    from tinymodel import make_chat_model
+
+    return make_chat_model(tmp_path_factory.mktemp("tiny") / "src", hidden_size=128, intermediate_size=256,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=32)

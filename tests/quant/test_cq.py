@@ -98,7 +98,10 @@ def test_embedding_rows_are_original_space(gaussian):
     assert rel_mse(rows, gaussian[ids]) < CQ_BOUNDS[4]
 
 
-@pytest.mark.parametrize("n,block,group", [(96, 32, 32), (384, 128, 128), (1536, 128, 128), (160, 32, 32)])
+# Groups are the largest divisor <= 128 holding whole 4-vector runs (320 -> 80, 960 -> 120),
+# not only powers of two; rotation blocks stay powers of two.
+@pytest.mark.parametrize("n,block,group", [(96, 32, 96), (384, 128, 128), (1536, 128, 128), (160, 32, 80),
+                                           (320, 64, 80), (960, 64, 120)])
 def test_block_and_group_for_awkward_dims(n, block, group):
     w = np.random.default_rng(n).standard_normal((16, n)).astype(np.float32)
     qt = cq_quantize(w, 8, 2)

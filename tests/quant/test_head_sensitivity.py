@@ -1,0 +1,98 @@
+"""The quantized embedding/head (``--head``) and mixed precision planned from measured KL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cactus_core as cactus
+from cactus_core.backends.numpy_ref import NumpyBackend
+from cactus_core.errors import QuantizationError
+
+pytest.importorskip("cactus_quant", reason="the quantizer plugin is not installed (pip install ./quant)")
+
+from cactus_quant.convert import convert, head_quantizer  # noqa: E402
+from cactus_quant.mixed import MixedCQQuantizer  # noqa: E402
+from cactus_quant.sensitivity import KLSensitivity, calibration_tokens, record_inputs  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def src(tiny_chat):
+    return tiny_chat
+
+
+def _kl(src, out, ids):
+    f = cactus.load(src, backend="numpy_ref").logits(ids).astype(np.float64)
+    q = cactus.load(str(out), backend="numpy_ref").logits(ids).astype(np.float64)
+    lf = f - np.log(np.exp(f - f.max(-1, keepdims=True)).sum(-1, keepdims=True)) - f.max(-1, keepdims=True)
+    lq = q - np.log(np.exp(q - q.max(-1, keepdims=True)).sum(-1, keepdims=True)) - q.max(-1, keepdims=True)
+    return float(np.sum(np.exp(lf) * (lf - lq), axis=-1).mean())
+
+
+@pytest.fixture(scope="module")
+def keep(src, tmp_path_factory):
+    """The same conversion with the head left in float16, and its KL on fixed tokens."""
+    out = tmp_path_factory.mktemp("keep") / "b"
+    return convert(src, out, bits=4, progress=False, head="keep"), _kl(src, out, IDS)
+
+
+IDS = list(range(3, 60))
+
+
+@pytest.mark.parametrize("head,fmt,max_bpw,max_extra_kl", [("int8", "int8", 8.6, 2e-3), ("int4", "int4", 4.6, 0.03),
+                                                           ("cq4", "cq", 4.6, 0.03)])
+def test_tied_head_is_quantized_and_runs(src, keep, tmp_path, head, fmt, max_bpw, max_extra_kl):
+    out = tmp_path / head
+    rep = convert(src, out, bits=4, progress=False, head=head)
+    entry = json.loads((out / "cactus.json").read_text())["quantization"]["tensors"]["model.embed_tokens.weight"]
+    assert entry["format"] == fmt and rep["head_tensors"] == ["model.embed_tokens.weight"]
+    assert rep["head_bits_per_weight"] <= max_bpw
+    assert rep["bundle_bytes"] < keep[0]["bundle_bytes"]
+    engine = cactus.load(str(out), backend="numpy_ref")
+    table = engine.model.embed_tokens
+    assert table.format == fmt  # the tied lm_head multiplies by the quantized table too
+    ids = np.array([[1, 5, 9], [9, 1, 0]])
+    rows = NumpyBackend().embedding(table, ids)
+    np.testing.assert_allclose(rows, table.dequantize_unrotated()[ids], atol=1e-6)
+    assert abs(_kl(src, out, IDS) - keep[1]) < max_extra_kl  # what the head adds; int8: almost nothing
+    assert engine.complete([{"role": "user", "content": "hi"}], max_tokens=3)["success"]
+
+
+def test_unknown_head_choice():
+    with pytest.raises(QuantizationError, match="unknown --head"):
+        head_quantizer("fp8")
+
+
+def test_measured_kl_drives_the_mixed_plan(src, tmp_path):
+    engine = cactus.load(src, backend="numpy_ref", context_length=256)
+    tokens = calibration_tokens(engine, samples=2, length=32)
+    assert len(tokens) == 2 and all(len(t) > 8 for t in tokens)
+    acts = record_inputs(src, tokens, backend="numpy_ref")
+    assert acts["model.layers.0.mlp.down_proj.weight"].shape[1] == 256
+    q = MixedCQQuantizer("cq3.26", 3.26)
+    from cactus_core.weights import load_weights
+
+    w = load_weights(src)
+    measure = KLSensitivity(src, lambda n, b: q.inner[b].quantize(n, w[n]), tokens=tokens, backend="numpy_ref")
+    name = "model.layers.0.mlp.down_proj.weight"
+    costs = [measure(name, b) for b in (2, 3, 4)]
+    assert costs[0] > costs[1] > costs[2] > 0  # fewer bits, more KL, measured on the running model
+    assert measure.costs[(name, 4)] == costs[2] and (name, 4) in measure.tensors
+    q.made = measure.tensors
+    rep = convert(src, tmp_path / "m", bits=3.26, progress=False, quantizer=q, measure=measure)
+    assert rep["allocation_source"] == "measured" and rep["bits_per_weight"] <= 3.26 + 1e-9
+    assert len(measure.costs) == 3 * rep["tensors_quantized"]
+
+
+def test_convert_cli_plans_mixed_precision_from_measured_kl(src, tmp_path):
+    p = subprocess.run([sys.executable, "-m", "cactus_core.cli", "convert", src, str(tmp_path / "o"), "--bits",
+                        "3.26", "--calibration-samples", "2", "--json"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["scheme"] == "cq3.26" and rep["allocation_source"] == "measured"
+    assert rep["bits_per_weight"] <= 3.26 + 1e-9 and rep["head"] == "int8"
