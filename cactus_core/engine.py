@@ -47,7 +47,7 @@ def default_model_dir() -> Optional[str]:
 
 
 def resolve_model(model: Optional[str]) -> str:
-    """A model argument (directory, known name, or None) -> a checkpoint directory."""
+    """A model argument (directory, known name, ``org/name`` on the hub, or None) -> a model directory."""
     if model is None or model == DEFAULT_MODEL_NAME:
         path = default_model_dir()
         if path is None:
@@ -63,8 +63,8 @@ def resolve_model(model: Optional[str]) -> str:
         raise ModelLoadError(f"{model} is a file; pass the model's directory")
     from . import hub
 
-    if hub.looks_like_repo_id(model):
-        return hub.cached(model) or hub.download(model)
+    if hub.looks_like_repo_id(model):  # as the CLI: download and convert once, then reuse the bundle
+        return hub.bundle_for(model, progress=False, log=lambda m: log.info("model", note=m))
     raise ModelLoadError(f"model '{model}' not found: no such directory, and not a known model name")
 
 

@@ -105,6 +105,13 @@ def test_run_repo_id_downloads_converts_once_then_reuses(hub, tmp_path):
     assert FakeHub.requests == [] and "converting" not in second.stderr
     assert json.loads(second.stdout)["response"] == json.loads(first.stdout)["response"]
 
+    # The Python API resolves ORG/NAME the same way: to the converted bundle.
+    api = subprocess.run([sys.executable, "-c", f"import cactus_core as c; print(c.load({REPO!r}, backend='numpy_ref').path)"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "CACTUS_LOAD_PLUGINS": "quant", **env, "HF_HUB_OFFLINE": "1"})
+    assert api.returncode == 0, api.stderr
+    assert os.path.samefile(api.stdout.strip().splitlines()[-1], bundle)
+
 
 def test_run_unknown_repo_on_hub_is_one_line(hub, tmp_path):
     p = cactus("run", "tiny-org/missing", "-p", "hi", HF_ENDPOINT=hub, HF_HOME=str(tmp_path / "hf"),
