@@ -124,7 +124,7 @@ def _print_result(result: dict, as_json: bool, streamed: bool) -> int:
         if not streamed:
             if result["response"] or not result["function_calls"]:
                 print(result["response"])
-        elif result["cloud_handoff"] or not result["response"].endswith("\n"):
+        elif result["cloud_handoff"] or (result["response"] and not result["response"].endswith("\n")):
             print()
         for call in result["function_calls"]:
             print(f"[tool call] {call['name']}({json.dumps(call['arguments'], ensure_ascii=False)})")
@@ -146,8 +146,8 @@ def cmd_run(args) -> int:
                 top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     if args.prompt is not None:
         messages.append({"role": "user", "content": args.prompt})
-        # With tools the raw text may be call markup: print the parsed answer instead.
-        stream = None if args.json or tools else (lambda t: (sys.stdout.write(t), sys.stdout.flush()))
+        # The engine withholds tool-call markup from the stream; calls are printed parsed.
+        stream = None if args.json else (lambda t: (sys.stdout.write(t), sys.stdout.flush()))
         result = engine.complete(messages, on_token=stream, **opts)
         return _print_result(result, args.json, streamed=stream is not None)
     return _repl(engine, messages, opts, args.json)
@@ -172,7 +172,7 @@ def _repl(engine, messages: list, opts: dict, as_json: bool) -> int:
             messages = [m for m in messages if m["role"] == "system"]
             continue
         messages.append({"role": "user", "content": text})
-        stream = None if as_json or opts.get("tools") else (lambda t: (sys.stdout.write(t), sys.stdout.flush()))
+        stream = None if as_json else (lambda t: (sys.stdout.write(t), sys.stdout.flush()))
         result = engine.complete(messages, on_token=stream, **opts)
         status = _print_result(result, as_json, streamed=stream is not None)
         if result["success"]:
