@@ -14,7 +14,8 @@
 4. Runs pp512 and tg128 for both engines on the same thread count, alternating
    engine by engine for every repeat, and prints tokens/s, the ratios to llama.cpp
    Q4_K_M, peak RSS, and the decode roofline: measured memory read bandwidth over the
-   bytes read per decoded token.
+   bytes read per decoded token (the weights file, less an embedding table stored
+   apart from the output head: see :func:`bytes_read_per_token`).
 """
 
 from __future__ import annotations
@@ -198,6 +199,31 @@ def write_placeholder_tokenizer(out: str, vocab: int) -> None:
     tok.save(os.path.join(out, "tokenizer.json"))
 
 
+def bytes_read_per_token(path: str, kind: str) -> int:
+    """Bytes of weights a decoded token reads: the file, less a token embedding table
+    that is stored apart from the output head (only one row of it is read).
+
+    A GGUF of a tied model holds the table once (it is the head); a safetensors
+    checkpoint or bundle may hold both ``model.embed_tokens.weight`` and
+    ``lm_head.weight`` (transformers' tied save, and convert, keep both names).
+    """
+    if kind == "llama":
+        return os.path.getsize(path)
+    total, embed, has_head = 0, 0, False
+    for f in glob.glob(os.path.join(path, "*.safetensors")):
+        total += os.path.getsize(f)
+        with open(f, "rb") as fh:
+            header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            size = info["data_offsets"][1] - info["data_offsets"][0]
+            if name.startswith("model.embed_tokens.weight"):
+                embed += size
+            has_head |= name.startswith("lm_head.weight")
+    return total - embed if has_head else total
+
+
 def bandwidth_gbs(threads: int, size_mb: int = 1024) -> float:
     """Memory read bandwidth with ``threads`` threads summing slices of a large array (median of 5)."""
     import threading
@@ -281,18 +307,21 @@ def main() -> int:
             kind, path = engines[label]
             size = (os.path.getsize(path) if kind == "llama"
                     else sum(os.path.getsize(f) for f in glob.glob(os.path.join(path, "*.safetensors"))))
+            read = bytes_read_per_token(path, kind)
             table[label]["file_mb"] = size / 2**20
-            table[label]["roofline_tps"] = bw * 1e9 / max(size, 1)
+            table[label]["read_mb"] = read / 2**20
+            table[label]["roofline_tps"] = bw * 1e9 / max(read, 1)
         results["models"][name] = table
         base = table.get("llama.cpp Q4_K_M", {})
         print(f"\n{name}: median of {args.repeats}, {args.threads} threads")
         print(f"{'engine':<18}{'pp t/s':>10}{'tg t/s':>10}{'pp ratio':>10}{'tg ratio':>10}"
-              f"{'peak MB':>10}{'file MB':>10}{'tg/roof':>9}")
+              f"{'peak MB':>10}{'file MB':>10}{'read MB':>10}{'tg/roof':>9}")
         for label, t in table.items():
             ppr = t["prefill_tps"] / base["prefill_tps"] if base else float("nan")
             tgr = t["decode_tps"] / base["decode_tps"] if base else float("nan")
             print(f"{label:<18}{t['prefill_tps']:>10.1f}{t['decode_tps']:>10.2f}{ppr:>10.2f}{tgr:>10.2f}"
-                  f"{t['peak_rss_mb']:>10.0f}{t['file_mb']:>10.0f}{t['decode_tps'] / t['roofline_tps']:>9.0%}")
+                  f"{t['peak_rss_mb']:>10.0f}{t['file_mb']:>10.0f}{t['read_mb']:>10.0f}"
+                  f"{t['decode_tps'] / t['roofline_tps']:>9.0%}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -19,19 +19,30 @@ PREFILL_CHUNK = 256
 
 
 class KVCache:
-    """Keys and values of every layer, preallocated to ``max_len`` positions."""
+    """Keys and values of every layer, preallocated to ``max_len`` positions.
 
-    def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, max_len: int, batch: int = 1):
+    ``dtype`` float16 halves the cache's RAM; it is chosen for backends whose
+    attention reads float16 K/V (``kv_dtype`` on the backend, see
+    :func:`kv_dtype_for`).  Float32 stays the default: it is what the
+    float32 parity tests against transformers assume.
+    """
+
+    def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, max_len: int, batch: int = 1,
+                 dtype: Any = np.float32):
+        dtype = np.dtype(dtype)
+        if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+            raise ValueError(f"KV cache dtype must be float32 or float16, not {dtype}")
         shape = (n_layers, batch, n_kv_heads, max_len, head_dim)
-        self.keys = np.zeros(shape, dtype=np.float32)
-        self.values = np.zeros(shape, dtype=np.float32)
+        self.keys = np.zeros(shape, dtype=dtype)
+        self.values = np.zeros(shape, dtype=dtype)
         self.max_len = max_len
         self.offset = 0  # tokens already stored
 
     @classmethod
-    def for_model(cls, model: CausalLM, max_len: Optional[int] = None) -> "KVCache":
+    def for_model(cls, model: CausalLM, max_len: Optional[int] = None, dtype: Any = None) -> "KVCache":
         n = min(max_len or model.max_context, model.max_context)
-        return cls(model.n_layers, model.n_kv_heads, model.head_dim, n)
+        return cls(model.n_layers, model.n_kv_heads, model.head_dim, n,
+                   dtype=kv_dtype_for(model) if dtype is None else dtype)
 
     def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Store ``k``/``v`` ``(B, Hkv, L, d)`` after the cached tokens; return all of them."""
@@ -41,6 +52,10 @@ class KVCache:
             raise ValueError(f"KV cache overflow: {end} > {self.max_len}")
         self.keys[layer, :, :, self.offset : end] = k
         self.values[layer, :, :, self.offset : end] = v
+        if self.offset == 0 and self.keys.dtype != np.asarray(k).dtype:
+            # Nothing cached before: attend over the new K/V as computed, unrounded
+            # (a prompt's own logits are then those of a float32 cache).
+            return k, v
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
 
     def advance(self, n: int) -> None:
@@ -54,6 +69,17 @@ class KVCache:
     @property
     def nbytes(self) -> int:
         return self.keys.nbytes + self.values.nbytes
+
+
+def kv_dtype_for(model: CausalLM) -> np.dtype:
+    """float16 when the backend that runs the model's attention declares
+    ``kv_dtype = "float16"`` (it reads half-precision K/V in place), else float32."""
+    ops = getattr(model, "ops", None)
+    try:
+        backend = ops.resolve("attention").__self__ if ops is not None else None
+    except Exception:  # a model without attention (or scripted test models)
+        backend = None
+    return np.dtype(getattr(backend, "kv_dtype", "float32"))
 
 
 @dataclass
@@ -115,9 +141,9 @@ class GenerationResult:
 class Generator:
     """Runs a :class:`CausalLM` with a persistent cache, reusing the cached prefix."""
 
-    def __init__(self, model: CausalLM, max_context: Optional[int] = None):
+    def __init__(self, model: CausalLM, max_context: Optional[int] = None, kv_dtype: Any = None):
         self.model = model
-        self.cache = KVCache.for_model(model, max_context)
+        self.cache = KVCache.for_model(model, max_context, kv_dtype)
         self.cached_ids: list[int] = []
 
     @property

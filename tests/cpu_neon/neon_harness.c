@@ -230,13 +230,31 @@ static void test_attention(int64_t L, int64_t S, int64_t off, int64_t window, fl
     free(q); free(k); free(v); free(o); free(mask); free(want); free(p); free(k16); free(v16);
 }
 
-/* CQ: random codes, scales and codebook; reference decodes the bit stream bit by bit. */
-static void test_cq(int bits, int d, int64_t M) {
-    const int64_t N = 150, K = 256, group = 64, nv = K / d, stride = (nv * bits + 7) / 8;
+/* CQ: random codes, scales and codebook; reference decodes the bit stream bit by bit.
+ * With rotate, the kernel also applies the input rotation x' = H(x * signs)
+ * (blocks of 64), which the reference does with the Sylvester matrix. */
+static void test_cq(int bits, int d, int64_t M, int64_t group, int rotate) {
+    const int64_t N = 150, K = 256, nv = K / d, stride = (nv * bits + 7) / 8, block = 64;
     uint8_t *codes = calloc((size_t)(N * stride), 1);
     uint16_t *scales = malloc(2 * (size_t)(N * K / group));
     float *cb = fill((1 << bits) * d, 1), *x = fill(M * K, 1), *y = fill(M * N, 0);
-    double *want = calloc((size_t)(M * N), 8);
+    double *want = calloc((size_t)(M * N), 8), *xr = calloc((size_t)(M * K), 8);
+    for (int64_t i = 0; i < (1 << bits) * d; i++) cb[i] = (float)half_ref(to_half(cb[i])); /* stored as float16 */
+    float *signs = malloc(sizeof(float) * (size_t)K);
+    for (int64_t k = 0; k < K; k++) signs[k] = 1.0f;
+    for (int64_t k = 0; k < K && rotate; k++) signs[k] = frand() < 0 ? -1.0f : 1.0f;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) {
+            if (!rotate) {
+                xr[m * K + k] = x[m * K + k];
+                continue;
+            }
+            const int64_t b0 = k / block * block;
+            for (int64_t j = b0; j < b0 + block; j++) {
+                const double h = __builtin_popcountll((unsigned long long)((k - b0) & (j - b0))) & 1 ? -1 : 1;
+                xr[m * K + k] += h / sqrt((double)block) * x[m * K + j] * signs[j];
+            }
+        }
     for (int64_t i = 0; i < N * stride; i++) codes[i] = (uint8_t)(frand() * 128 + 128);
     for (int64_t i = 0; i < N * K / group; i++) scales[i] = to_half(0.5f + 0.25f * frand());
     for (int64_t n = 0; n < N; n++)
@@ -248,14 +266,16 @@ static void test_cq(int bits, int d, int64_t M) {
             }
             double s = half_ref(scales[n * (K / group) + v * d / group]);
             for (int64_t m = 0; m < M; m++)
-                for (int e = 0; e < d; e++) want[m * N + n] += s * cb[code * d + e] * x[m * K + v * d + e];
+                for (int e = 0; e < d; e++) want[m * N + n] += s * cb[code * d + e] * xr[m * K + v * d + e];
         }
-    int rc = cn_cq_linear(x, M, K, codes, stride, bits, d, scales, group, cb, N, NULL, y);
-    char name[64];
-    snprintf(name, sizeof name, "cq linear %d-bit codes of %d-vectors M=%lld", bits, d, (long long)M);
+    int rc = cn_cq_linear(x, M, K, codes, stride, bits, d, scales, group, cb, rotate ? signs : NULL,
+                          block, N, NULL, y);
+    char name[80];
+    snprintf(name, sizeof name, "cq linear %d-bit codes of %d-vectors group %lld M=%lld%s", bits, d,
+             (long long)group, (long long)M, rotate ? " rotated" : "");
     if (rc) failures++, printf("FAIL %s: rejected\n", name);
     else check(name, y, want, M * N, 1e-5, 1e-5);
-    free(codes); free(scales); free(cb); free(x); free(y); free(want);
+    free(codes); free(scales); free(cb); free(x); free(y); free(want); free(signs); free(xr);
 }
 
 /* int4 / int8 affine groups against a scalar dequantization. */
@@ -284,6 +304,58 @@ static void test_affine(int bits, int64_t group, int64_t M) {
     free(codes); free(sc); free(bi); free(x); free(y); free(want);
 }
 
+/* Embedding rows of quantized tables against scalar decoding: int4/int8 affine
+ * groups, and CQ rows brought back to the original space, w = s * H(w'). */
+static void test_quant_embedding(void) {
+    const int64_t V = 40, D = 128, group = 32, block = 64, n = 5;
+    const int64_t ids[5] = {3, 0, 39, 3, 17};
+    uint16_t *sc = malloc(2 * (size_t)(V * D / group)), *bi = malloc(2 * (size_t)(V * D / group));
+    for (int64_t i = 0; i < V * D / group; i++) sc[i] = to_half(0.05f + 0.02f * frand()), bi[i] = to_half(0.1f * frand());
+    float *out = fill(n * D, 0);
+    double *want = calloc((size_t)(n * D), 8);
+    for (int bits = 4; bits <= 8; bits += 4) {
+        uint8_t *codes = malloc((size_t)(V * D * bits / 8));
+        for (int64_t i = 0; i < V * D * bits / 8; i++) codes[i] = (uint8_t)(frand() * 128 + 128);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t k = 0; k < D; k++) {
+                const uint8_t *row = codes + ids[r] * D * bits / 8;
+                int q = bits == 8 ? row[k] : (row[k / 2] >> (4 * (k % 2))) & 15;
+                want[r * D + k] = q * half_ref(sc[ids[r] * (D / group) + k / group]) + half_ref(bi[ids[r] * (D / group) + k / group]);
+            }
+        int rc = cn_affine_embedding(codes, bits, sc, bi, group, V, D, ids, n, out);
+        const int64_t bad = -1;
+        int rc_bad = cn_affine_embedding(codes, bits, sc, bi, group, V, D, &bad, 1, out);
+        char name[64];
+        snprintf(name, sizeof name, "int%d embedding", bits);
+        if (rc || rc_bad != -3) failures++, printf("FAIL %s: rc %d, bad id rc %d\n", name, rc, rc_bad);
+        else check(name, out, want, n * D, 1e-6, 1e-6);
+        free(codes);
+    }
+    /* CQ: 8-bit codes of 2-vectors */
+    const int64_t stride = D / 2;
+    uint8_t *codes = malloc((size_t)(V * stride));
+    for (int64_t i = 0; i < V * stride; i++) codes[i] = (uint8_t)(frand() * 128 + 128);
+    float *cb = fill(512, 1), *signs = fill(D, 1);
+    for (int64_t k = 0; k < D; k++) signs[k] = signs[k] < 0 ? -1.0f : 1.0f;
+    for (int64_t r = 0; r < n; r++) {
+        double rot[128];
+        for (int64_t v = 0; v < D / 2; v++)
+            for (int e = 0; e < 2; e++)
+                rot[2 * v + e] = cb[2 * codes[ids[r] * stride + v] + e] * half_ref(sc[ids[r] * (D / group) + 2 * v / group]);
+        for (int64_t k = 0; k < D; k++) {
+            const int64_t b0 = k / block * block;
+            double acc = 0;
+            for (int64_t j = b0; j < b0 + block; j++)
+                acc += (__builtin_popcountll((unsigned long long)((k - b0) & (j - b0))) & 1 ? -1 : 1) * rot[j];
+            want[r * D + k] = signs[k] * acc / sqrt((double)block);
+        }
+    }
+    int rc = cn_cq_embedding(codes, stride, 8, 2, sc, group, cb, signs, block, V, D, ids, n, out);
+    if (rc) failures++, printf("FAIL cq embedding: rc %d\n", rc);
+    else check("cq embedding", out, want, n * D, 1e-5, 1e-6);
+    free(codes); free(cb); free(signs); free(sc); free(bi); free(out); free(want);
+}
+
 int main(void) {
     printf("native NEON: %s\n", cn_native_neon() ? "yes" : "no (SIMDe)");
     printf("threads: %s\n", (const char *[]){"none", "OpenMP", "thread pool"}[cn_threading()]);
@@ -301,14 +373,19 @@ int main(void) {
     test_attention(1, 50, 49, -1, 0, 0);
     test_attention(7, 19, 12, 5, 30.0f, 0);
     test_attention(3, 41, 38, -1, 0, 1);
-    test_cq(8, 2, 1);
-    test_cq(6, 2, 1);
-    test_cq(8, 4, 5);
-    test_cq(5, 2, 3); /* a layout without a specialised kernel */
+    test_cq(8, 2, 1, 64, 0);
+    test_cq(6, 2, 1, 64, 0);
+    test_cq(8, 4, 5, 64, 0);
+    test_cq(5, 2, 3, 64, 0); /* a layout without a specialised kernel */
     test_affine(4, 64, 1);
     test_affine(4, 32, 3);
     test_affine(8, 64, 1);
     test_affine(8, 6, 2);
+    test_quant_embedding();
+    /* the input rotation done inside the kernel, decode and prefill tiles with edges */
+    test_cq(8, 2, 1, 128, 1);
+    test_cq(8, 2, 37, 64, 1);
+    test_cq(8, 4, 5, 64, 1);
     printf("%d failure(s)\n", failures);
     return failures;
 }

@@ -128,17 +128,39 @@ def test_affine_int_linear_matches_reference(neon, ref, rng, fmt, bits, group, M
     np.testing.assert_allclose(neon.linear(x, w, b), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
-def test_cq_dispatch_is_linear_only(neon, ref, rng):
-    if "cq" not in neon.formats:
-        pytest.skip("this cactus_core has no CQ format")
+def _affine(rng, fmt, N, K, group):
+    from cactus_core.formats import QUANTIZED_FORMATS
+
+    bits = 4 if fmt == "int4" else 8
+    return QUANTIZED_FORMATS[fmt](
+        (N, K), {"group_size": group}, codes=pack_bits(rng.integers(0, 1 << bits, (N, K)), bits),
+        scales=(rng.random((N, K // group)) * 0.1).astype(np.float16),
+        biases=(rng.standard_normal((N, K // group)) * 0.1).astype(np.float16),
+    )
+
+
+@pytest.mark.parametrize("fmt", ["cq4", "cq2", "int4", "int8"])
+def test_quantized_embedding_matches_reference(neon, ref, rng, fmt):
+    """Rows decoded in C, in the original (unrotated) space, dispatched to cpu_neon."""
+    if fmt.startswith("cq"):
+        if "cq" not in neon.formats:
+            pytest.skip("this cactus_core has no CQ format")
+        table = _cq(rng, 50, 256, 8, 2 if fmt == "cq4" else 4)
+    else:
+        if fmt not in neon.formats:
+            pytest.skip(f"this cactus_core has no {fmt} format")
+        table = _affine(rng, fmt, 50, 192, 64)
     ops = Ops([neon, ref])
-    assert ops.backend_for("linear", "cq") == "cpu_neon"
-    assert ops.backend_for("embedding", "cq") == "numpy_ref"
-    w = _cq(rng, 16, 128, 8, 2)
-    np.testing.assert_allclose(ops.embedding(w, np.array([3, 0])), ref.embedding(w, np.array([3, 0])))
+    assert ops.backend_for("embedding", table.format) == "cpu_neon"
+    assert not neon.supports("conv1d", table.format)
+    ids = np.array([[3, 0, 49], [7, 7, 1]])
+    got, want = ops.embedding(table, ids), ref.embedding(table, ids)
+    assert got.shape == (2, 3, table.shape[1])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    with pytest.raises(BackendError, match="out of range"):
+        neon.embedding(table, np.array([50]))  # a BackendError, one line
 
 
-# --- float16 / bfloat16 widening ---------------------------------------------
 def test_every_float16_bit_pattern_widens_exactly(neon):
     """Normals, subnormals, zeros, infinities and NaNs, through the vector and scalar paths."""
     words = np.arange(65536, dtype=np.uint32).astype(np.uint16)

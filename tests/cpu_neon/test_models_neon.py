@@ -35,10 +35,32 @@ def test_logits_match_transformers(neon, name, tmp_path):
         expected = ref(torch.tensor([ids])).logits[0].numpy()
     model, ops = _load(path, neon)
     assert ops.backend_for("linear", "float32") == "cpu_neon"
-    h = model.forward(np.asarray([ids]), Generator(model).cache)
+    # float32 K/V for the 1e-4 parity; the float16 cache cpu_neon gets by default is tested below
+    h = model.forward(np.asarray([ids]), Generator(model, kv_dtype=np.float32).cache)
     got = model.logits(h)[0]
     rel = np.abs(got - expected).max() / np.abs(expected).max()
     assert rel < 1e-4, f"max relative error {rel:.2e}"
+
+
+@pytest.mark.parametrize("name", ["llama-gqa-untied", "gemma3-softcap"])
+def test_float16_kv_cache_is_default_and_close(neon, name, tmp_path):
+    """cpu_neon declares kv_dtype float16: the generator's cache is half size, logits stay
+    within float16 rounding of the float32-cache result and greedy tokens are the same."""
+    _, path = test_models.build_reference(name, tmp_path)
+    model, _ = _load(path, neon)
+    half, full = Generator(model), Generator(model, kv_dtype=np.float32)
+    assert half.cache.keys.dtype == np.float16 and half.cache.nbytes * 2 == full.cache.nbytes
+    ids = list(np.random.default_rng(1).integers(0, test_models.BASE["vocab_size"], size=20))
+    # The prompt attends over its own K/V unrounded; the next step reads the cache back.
+    for gen in (half, full):
+        gen.prefill(ids)
+    a, b = half.step(7), full.step(7)
+    rel = np.abs(a - b).max() / np.abs(b).max()
+    assert 0 < rel < 5e-3, f"relative difference {rel:.2e}"
+    prompt, params = [5, 17, 42, 99, 3, 7], SamplingParams(max_tokens=16)
+    got = Generator(model).generate(prompt, params, decode=lambda t: "").tokens
+    want = Generator(model, kv_dtype=np.float32).generate(prompt, params, decode=lambda t: "").tokens
+    assert got == want
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -3,9 +3,10 @@
 - the native NEON path (arm_neon.h, no SIMDe), cross-compiled for AArch64 and
   run under qemu-aarch64 (or directly on an arm64 host);
 - the portable SIMDe path on this host, built without -march=native, which
-  is what CACTUS_PORTABLE_BUILD=1 wheels run (the Python tests cover the
-  -march=native build that is installed), and without OpenMP, so that the
-  POSIX thread pool used where OpenMP is missing runs too.
+  is what CACTUS_PORTABLE_BUILD=1 wheels run, with the POSIX thread pool;
+- the host's -march=native build with OpenMP (the CACTUS_OPENMP=1 threading),
+  which on x86 with AVX-512 also runs the x86-only kernels (cq_vbmi.c,
+  gemm_avx512.c, affine_avx512.c) on the harness's shapes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CSRC = os.path.join(ROOT, "plugins", "cpu_neon", "cactus_cpu_neon", "csrc")
 HARNESS = os.path.join(ROOT, "tests", "cpu_neon", "neon_harness.c")
-KERNELS = ("runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "affine.c")
+KERNELS = (
+    "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "affine.c",
+    "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c",  # x86 AVX-512 kernels; empty stubs elsewhere
+)
 
 
 def _toolchain() -> tuple[str, list[str]]:
@@ -59,8 +63,9 @@ def _run_harness(cc, runner, exe, extra=(), openmp=True) -> str:
 
 def test_native_neon_kernels_match_scalar_reference(tmp_path):
     cc, runner = _toolchain()
-    out = _run_harness(cc, runner, str(tmp_path / "neon_harness"))
-    assert "native NEON: yes" in out, out
+    # Threaded by runtime.c's pool, the default build's threading.
+    out = _run_harness(cc, runner, str(tmp_path / "neon_harness"), openmp=False)
+    assert "native NEON: yes" in out and "thread pool" in out, out
 
 
 def test_portable_simde_build_matches_scalar_reference(tmp_path):
@@ -74,3 +79,16 @@ def test_portable_simde_build_matches_scalar_reference(tmp_path):
     out = _run_harness(cc, [], str(tmp_path / "simde_harness"), extra=["-I", simde_py.get_include()],
                        openmp=False)
     assert "native NEON: no (SIMDe)" in out and "thread pool" in out, out
+
+
+def test_host_native_build_matches_scalar_reference(tmp_path):
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        pytest.skip("covered by the native NEON test on arm64")
+    simde_py = pytest.importorskip("simde_py", reason="needs the SIMDe headers: pip install simde-py")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    # Built with OpenMP (CACTUS_OPENMP=1 builds), so that threading path runs too.
+    out = _run_harness(cc, [], str(tmp_path / "native_harness"),
+                       extra=["-march=native", "-I", simde_py.get_include()])
+    assert "native NEON: no (SIMDe)" in out, out

@@ -9,8 +9,10 @@ Environment:
 
 - ``CACTUS_PORTABLE_BUILD=1``: no ``-march=native``/``-mcpu=native``, so the
   binary runs on any CPU of the architecture (wheels, CI caches);
-- ``CACTUS_NO_OPENMP=1``: use the built-in POSIX thread pool even where OpenMP
-  is available (without OpenMP, e.g. Apple clang with no libomp, it is the default);
+- ``CACTUS_OPENMP=1``: thread with OpenMP instead of the built-in POSIX thread
+  pool (the default: its threads claim chunks of work, so a busy or
+  descheduled thread does not stall every kernel as a fork-join region does;
+  ``CACTUS_NO_OPENMP=1`` is still accepted and means the default);
 - ``CACTUS_FORCE_SIMDE=1``: use SIMDe even on AArch64 (to test the emulation);
 - ``CC``: the compiler to use (as for any setuptools build).
 
@@ -32,7 +34,10 @@ from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "csrc")
-SOURCES = ("runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "affine.c")
+SOURCES = (
+    "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "affine.c",
+    "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c",  # x86 AVX-512 kernels; empty stubs elsewhere
+)
 
 
 def _env_on(name: str) -> bool:
@@ -77,8 +82,8 @@ _OMP_PROBE = "#include <omp.h>\nint main(void) { return omp_get_max_threads() > 
 
 
 def _thread_flags() -> tuple[list[str], list[str]]:
-    """(compile flags, link flags): OpenMP when the compiler has it, else POSIX threads."""
-    if not _env_on("CACTUS_NO_OPENMP"):
+    """(compile flags, link flags): runtime.c's POSIX thread pool, or OpenMP when asked for."""
+    if _env_on("CACTUS_OPENMP") and not _env_on("CACTUS_NO_OPENMP"):
         if _accepts(["-fopenmp"], ["-fopenmp"], _OMP_PROBE):
             return ["-fopenmp"], ["-fopenmp"]
         if sys.platform == "darwin":  # Apple clang + Homebrew's libomp

@@ -4,13 +4,13 @@ Each op checks shapes, makes sure its arrays are contiguous float32 (a no-op
 for the activations the engine passes), and hands raw pointers to C with
 ``ffi.from_buffer``.  Weights are never copied: float16/bfloat16 matrices and
 quantized codes are read in place from the memory map and decoded inside the
-kernels.  What is not here (conv1d, embedding lookups in quantized tables,
-other quantized formats) falls back to the next backend through
-:class:`cactus_core.graph.Ops`.
+kernels.  What is not here (conv1d, other quantized formats) falls back to
+the next backend through :class:`cactus_core.graph.Ops`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from typing import Any, Optional
@@ -28,7 +28,7 @@ _WTYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1}
 _BF16 = 2
 _KV_TYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1}
 _FLOAT_FORMATS = frozenset({"float32", "float16", "bfloat16"})
-#: Quantized formats with native kernels (linear only), when the core defines them.
+#: Quantized formats with native kernels (linear and embedding), when the core defines them.
 _QUANT_FORMATS = frozenset(
     name for name, cls in (("cq", "CQTensor"), ("int4", "Int4Tensor"), ("int8", "Int8Tensor"))
     if hasattr(_formats, cls)
@@ -58,8 +58,9 @@ def unavailable_reason() -> Optional[str]:
     return None
 
 
-def _f32(x: Any) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.float32)
+#: x as contiguous float32 (a no-op for the engine's activations).  A partial of
+#: a C function: no Python frame per call, and ops make several per call.
+_f32 = functools.partial(np.ascontiguousarray, dtype=np.float32)
 
 
 def _vector(w: Any, n: int, what: str) -> np.ndarray:
@@ -126,6 +127,8 @@ class NeonBackend(Backend):
 
     name = "cpu_neon"
     formats = _FLOAT_FORMATS | _QUANT_FORMATS
+    #: attention reads float16 K/V views in place, so the generator keeps a half-size cache
+    kv_dtype = "float16"
 
     def __init__(self, threads: Optional[int] = None):
         mod = load_kernels()
@@ -134,18 +137,29 @@ class NeonBackend(Backend):
         self._lib.cn_set_threads(self.threads)
         self.native_neon = bool(self._lib.cn_native_neon())
         self.threading = ("none", "OpenMP", "thread pool")[self._lib.cn_threading()]
-        # Per quantized tensor: its sign vector and float32 codebook, built on
-        # first use and dropped with the tensor.
+        # Per quantized tensor: its sign vector, float32 codebook and C
+        # pointers, built on first use and dropped with the tensor.
         self._cq_tables: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+        # float* of a contiguous float32 array; a C-level partial like _f32.
+        self._fp = functools.partial(self._ffi.from_buffer, "float[]")
+        # Small 16-bit parameters (norm weights) widened once: id -> (weakref, float32 copy).
+        self._widened: dict[int, tuple[Any, np.ndarray]] = {}
 
     def supports(self, op: str, fmt: Optional[str] = None) -> bool:
-        """Quantized formats only for linear; embedding lookups of them fall back."""
-        if fmt in _QUANT_FORMATS and op != "linear":
+        """Quantized formats for linear and embedding lookups only."""
+        if fmt in _QUANT_FORMATS and op not in ("linear", "embedding"):
             return False
         return super().supports(op, fmt)
 
-    def _fp(self, a: np.ndarray):
-        return self._ffi.from_buffer("float[]", a)
+    def _param(self, w: Any, n: int, what: str) -> np.ndarray:
+        """:func:`_vector`, cached for 16-bit weights (a norm weight is widened once, not per token)."""
+        hit = self._widened.get(id(w))
+        if hit is not None and hit[0]() is w:
+            return hit[1]
+        v = _vector(w, n, what)
+        if getattr(w, "dtype", None) != np.float32 and isinstance(w, np.ndarray) and w.size <= 1 << 16:
+            self._widened[id(w)] = (weakref.ref(w), v)
+        return v
 
     def _ptr(self, a: np.ndarray):
         """void* to a strided view (from_buffer takes contiguous buffers only).
@@ -175,65 +189,91 @@ class NeonBackend(Backend):
         self._lib.cn_linear(self._fp(x), M, K, self._ffi.from_buffer(raw), wtype, N, b, self._fp(y))
         return y
 
-    def _cq_linear(self, x, w, bias):
-        if w.format not in _QUANT_FORMATS:
-            raise KernelArgumentError(f"cpu_neon has no kernel for {w.format} weights")
-        N, K = w.shape
-        _check_features(x, K)
-        tables = self._cq_tables.get(w)
-        if tables is None:
+    def _cq_prepared(self, w) -> tuple:
+        """C pointers and layout of a CQ tensor, made once per tensor and dropped with it.
+
+        Decode calls linear a few hundred times per token: building cffi
+        buffers and float32 tables on every call was a measurable share of
+        the Python time per token (docs/cpu_neon.md).
+        """
+        prep = self._cq_tables.get(w)
+        if prep is None:
+            if w.format not in _QUANT_FORMATS:
+                raise KernelArgumentError(f"cpu_neon has no kernel for {w.format} weights")
+            meta, buf = w.meta, self._ffi.from_buffer
             signs = (1.0 - 2.0 * np.unpackbits(np.asarray(w.arrays["signs"]), bitorder="little")).astype(np.float32)
-            tables = self._cq_tables[w] = (signs, _f32(w.arrays["codebook"]))
-        signs, codebook = tables
-        meta = w.meta
-        # The rotation x' = H(x * s) is done once per call and shared by every row.
-        xr = self.hadamard(x.reshape(-1, K) * signs, int(meta["block_size"]))
-        codes = np.ascontiguousarray(w.arrays["codes"])
-        scales = np.ascontiguousarray(w.arrays["scales"])
+            codebook = _f32(w.arrays["codebook"])
+            codes = np.ascontiguousarray(w.arrays["codes"])
+            scales = np.ascontiguousarray(w.arrays["scales"])
+            keep = (signs, codebook, codes, scales)  # the arrays the pointers below point into
+            args = (buf("uint8_t[]", codes), codes.shape[1], int(meta["index_bits"]), int(meta["vec_dim"]),
+                    buf("uint16_t[]", scales), int(meta["group_size"]), self._fp(codebook), self._fp(signs),
+                    int(meta["block_size"]))
+            prep = self._cq_tables[w] = (keep, args)
+        return prep[1]
+
+    def _cq_linear(self, x, w, bias):
+        args = self._cq_prepared(w)
+        N, K = w.shape
+        M = _check_features(x, K)
         y = np.empty(x.shape[:-1] + (N,), dtype=np.float32)
         b = self._ffi.NULL if bias is None else self._fp(_vector(bias, N, "linear bias"))
-        rc = self._lib.cn_cq_linear(
-            self._fp(xr), xr.shape[0], K, self._ffi.from_buffer("uint8_t[]", codes), codes.shape[1],
-            int(meta["index_bits"]), int(meta["vec_dim"]), self._ffi.from_buffer("uint16_t[]", scales),
-            int(meta["group_size"]), self._fp(codebook), N, b, self._fp(y),
-        )
+        # The kernel rotates x (x' = H(x * s)) itself, once per call.
+        rc = self._lib.cn_cq_linear(self._fp(x), M, K, *args, N, b, self._fp(y))
         if rc != 0:
-            raise KernelArgumentError(f"cpu_neon cannot run cq layout {meta}")
+            raise KernelArgumentError(f"cpu_neon cannot run cq layout {w.meta}" if rc == -1 else
+                                      "cpu_neon cq linear: out of memory")
         return y
+
+    def _affine_prepared(self, w) -> tuple:
+        """(codes, bits, scales, biases, group) C arguments of an int4/int8 tensor, made once."""
+        prep = self._cq_tables.get(w)
+        if prep is None:
+            codes = np.ascontiguousarray(w.arrays["codes"])
+            scales = np.ascontiguousarray(w.arrays["scales"])
+            biases = np.ascontiguousarray(w.arrays["biases"])
+            buf = self._ffi.from_buffer
+            args = (buf("uint8_t[]", codes), 4 if w.format == "int4" else 8, buf("uint16_t[]", scales),
+                    buf("uint16_t[]", biases), int(w.meta["group_size"]))
+            prep = self._cq_tables[w] = ((codes, scales, biases), args)
+        return prep[1]
 
     def _affine_linear(self, x, w, bias):
         N, K = w.shape
         M = _check_features(x, K)
-        codes = np.ascontiguousarray(w.arrays["codes"])
-        scales = np.ascontiguousarray(w.arrays["scales"])
-        biases = np.ascontiguousarray(w.arrays["biases"])
         y = np.empty(x.shape[:-1] + (N,), dtype=np.float32)
         b = self._ffi.NULL if bias is None else self._fp(_vector(bias, N, "linear bias"))
-        buf = self._ffi.from_buffer
-        rc = self._lib.cn_affine_linear(
-            self._fp(x), M, K, buf("uint8_t[]", codes), 4 if w.format == "int4" else 8,
-            buf("uint16_t[]", scales), buf("uint16_t[]", biases), int(w.meta["group_size"]), N, b, self._fp(y),
-        )
+        rc = self._lib.cn_affine_linear(self._fp(x), M, K, *self._affine_prepared(w), N, b, self._fp(y))
         if rc != 0:
             raise KernelArgumentError(f"cpu_neon cannot run {w.format} layout {w.meta}")
         return y
 
     def embedding(self, table, ids):
-        raw, wtype = _matrix(table, "embedding")
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        vocab, D = raw.shape
+        vocab, D = table.shape
         if ids.size and (ids.min() < 0 or ids.max() >= vocab):
             raise KernelArgumentError(f"token id out of range: ids must lie in [0, {vocab})")
         out = np.empty(ids.shape + (D,), dtype=np.float32)
-        self._lib.cn_embedding(self._ffi.from_buffer(raw), wtype, D,
-                               self._ffi.from_buffer("int64_t[]", ids), ids.size, self._fp(out))
+        idp = self._ffi.from_buffer("int64_t[]", ids)
+        if isinstance(table, QuantizedTensor):
+            # Rows are decoded straight from the quantized table (mmapped, in place).
+            if table.format in ("int4", "int8"):
+                rc = self._lib.cn_affine_embedding(*self._affine_prepared(table), vocab, D, idp, ids.size,
+                                                   self._fp(out))
+            else:
+                rc = self._lib.cn_cq_embedding(*self._cq_prepared(table), vocab, D, idp, ids.size, self._fp(out))
+            if rc != 0:
+                raise KernelArgumentError(f"cpu_neon cannot look up {table.format} layout {table.meta}")
+            return out
+        raw, wtype = _matrix(table, "embedding")
+        self._lib.cn_embedding(self._ffi.from_buffer(raw), wtype, D, idp, ids.size, self._fp(out))
         return out
 
     # --- normalisation and position ----------------------------------------
     def rms_norm(self, x, weight, eps, unit_offset=False):
         x = _f32(x)
         D = x.shape[-1]
-        w = _vector(weight, D, "rms_norm weight")
+        w = self._param(weight, D, "rms_norm weight")
         out = np.empty_like(x)
         self._lib.cn_rms_norm(self._fp(x), self._fp(w), self._fp(out), x.size // max(D, 1), D,
                               float(eps), int(bool(unit_offset)))
@@ -242,8 +282,8 @@ class NeonBackend(Backend):
     def layer_norm(self, x, weight, bias, eps):
         x = _f32(x)
         D = x.shape[-1]
-        w = self._ffi.NULL if weight is None else self._fp(_vector(weight, D, "layer_norm weight"))
-        b = self._ffi.NULL if bias is None else self._fp(_vector(bias, D, "layer_norm bias"))
+        w = self._ffi.NULL if weight is None else self._fp(self._param(weight, D, "layer_norm weight"))
+        b = self._ffi.NULL if bias is None else self._fp(self._param(bias, D, "layer_norm bias"))
         out = np.empty_like(x)
         self._lib.cn_layer_norm(self._fp(x), w, b, self._fp(out), x.size // max(D, 1), D, float(eps))
         return out

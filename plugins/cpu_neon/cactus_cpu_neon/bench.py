@@ -1,11 +1,14 @@
 """Quick kernel timings: cpu_neon against numpy_ref on decode- and prefill-sized shapes.
 
     python -m cactus_cpu_neon.bench [--threads N] [--cpu-time] [--json]
+    python -m cactus_cpu_neon.bench --python-share MODEL [--tokens 32] [--threads N] [--cpu-time]
 
 Shapes are those of a ~1B-parameter model (hidden 2048, MLP 8192, 32 query
 heads over 8 KV heads of 64).  Each figure is the median of several runs;
 the linear rows also give the weight bandwidth reached (bytes of weights
-streamed per second), the number that bounds decode speed.
+streamed per second), the number that bounds decode speed.  ``--python-share``
+instead decodes with a model and reports the share of each step spent outside
+the C kernels.
 """
 
 from __future__ import annotations
@@ -102,13 +105,79 @@ def run(threads=None, repeats: int = 7, cpu_time: bool = False) -> list[dict]:
     return rows
 
 
+class _TimedLib:
+    """Stands in for the cffi ``lib``: times every call into C."""
+
+    def __init__(self, lib, clock):
+        self._lib, self._clock, self.seconds, self.calls = lib, clock, 0.0, 0
+
+    def __getattr__(self, name):
+        fn = getattr(self._lib, name)
+        if not callable(fn):
+            return fn
+
+        def timed(*args):
+            t = self._clock()
+            try:
+                return fn(*args)
+            finally:
+                self.seconds += self._clock() - t
+                self.calls += 1
+
+        return timed
+
+
+def python_share(model: str, tokens: int = 32, threads=None, cpu_time: bool = False) -> dict:
+    """Decode ``tokens`` greedy steps on cpu_neon; time in C vs the whole step.
+
+    ``cpu_time`` uses this thread's CPU time (meaningful with one thread on a
+    busy machine); otherwise wall time.  The timing wrapper itself adds about a
+    microsecond per call, counted as Python.
+    """
+    import os
+
+    import cactus_core as cactus
+
+    if threads:
+        os.environ["CACTUS_THREADS"] = str(threads)
+    engine = cactus.load(model, backend="cpu_neon")
+    neon = engine.model.ops.resolve("linear", "float32").__self__
+    clock = time.thread_time if cpu_time else time.perf_counter
+    gen, tok = engine.generator, 1
+    gen.reset()
+    for _ in range(4):  # warm up: page in weights, build per-tensor tables
+        tok = int(np.argmax(gen.step(tok)))
+    gen.reset()
+    timed = neon._lib = _TimedLib(neon._lib, clock)
+    try:
+        t = clock()
+        for _ in range(tokens):
+            tok = int(np.argmax(gen.step(tok)))
+        total = clock() - t
+    finally:
+        neon._lib = timed._lib
+    return {"model": model, "backend": neon.describe(), "ms_per_token": 1000 * total / tokens,
+            "ms_in_c_per_token": 1000 * timed.seconds / tokens, "c_calls_per_token": timed.calls / tokens,
+            "share_outside_c": 1.0 - timed.seconds / total}
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--cpu-time", action="store_true", help="time by process CPU time (busy machines)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--python-share", metavar="MODEL", help="share of decode time spent outside C")
+    p.add_argument("--tokens", type=int, default=32, help="decode steps for --python-share")
     a = p.parse_args(argv)
+    if a.python_share:
+        r = python_share(a.python_share, a.tokens, a.threads, a.cpu_time)
+        if a.json:
+            print(json.dumps(r, indent=2))
+        else:
+            print(f"{r['backend']}: {r['ms_per_token']:.2f} ms/token, {r['ms_in_c_per_token']:.2f} in C "
+                  f"({r['c_calls_per_token']:.0f} calls), {100 * r['share_outside_c']:.1f}% outside C")
+        return
     rows = run(a.threads, a.repeats, a.cpu_time)
     dev = detect_device()
     header = f"{dev.cpu_model} ({dev.arch}, {dev.physical_cores} cores, {' '.join(dev.simd)}), {create(a.threads).describe()}"

@@ -8,7 +8,9 @@
  * row then needs only scale * dot(q, x).  For int4, x is also split once into
  * its even and odd elements, which pair with the low and high nibbles of a
  * byte, so the nibbles are used in the order they are stored.  Prefill
- * dequantizes four rows into a float panel for the float GEMM tile. */
+ * dequantizes four rows into a float panel for the float GEMM tile.  On
+ * AVX-512 builds decode runs in affine_avx512.c and prefill through the
+ * packed-panel GEMM of gemm_avx512.c. */
 #include "neon_common.h"
 
 typedef struct {
@@ -117,6 +119,43 @@ CN_INLINE void affine_gemm_tiles(const affine_args *a, int64_t t0, int64_t t1, c
     free(panel);
 }
 
+/* Prefill on AVX-512 (gemm_avx512.c): weights [k0, k1) of row n, dequantized. */
+CN_INLINE void affine_fill_row(const affine_args *a, int64_t n, int64_t k0, int64_t k1, float *out,
+                                  const int bits) {
+    const int64_t groups = a->K / a->group;
+    const uint8_t *row = a->codes + n * a->stride;
+    for (int64_t g0 = k0; g0 < k1;) {
+        const int64_t g = g0 / a->group, gend = CN_MIN(k1, (g + 1) * a->group);
+        const float s = cn_f16_scalar(a->scales[n * groups + g]), b = cn_f16_scalar(a->biases[n * groups + g]);
+        for (int64_t i = g0; i < gend; i++) {
+            uint32_t q = bits == 4 ? (row[i / 2] >> ((i & 1) * 4)) & 15u : row[i];
+            out[i - k0] = (float)q * s + b;
+        }
+        g0 = gend;
+    }
+}
+
+static void fill4b(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {
+    affine_fill_row(c, n, k0, k1, out, 4);
+}
+static void fill8b(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {
+    affine_fill_row(c, n, k0, k1, out, 8);
+}
+static void panels4b(const void *c, int64_t p0, int64_t p1) {
+    const affine_args *a = c;
+    cn_gemm_panels(a->x, a->M, a->K, a->N, a->bias, a->y, 256, fill4b, a, p0, p1);
+}
+static void panels8b(const void *c, int64_t p0, int64_t p1) {
+    const affine_args *a = c;
+    cn_gemm_panels(a->x, a->M, a->K, a->N, a->bias, a->y, 256, fill8b, a, p0, p1);
+}
+
+static void gemv_avx512(const void *c, int64_t n0, int64_t n1) {
+    const affine_args *a = c;
+    cn_affine_gemv_avx512(a->x, a->xe, a->xo, a->xsum, a->K, a->codes, (int)(8 * a->stride / a->K), a->scales,
+                          a->biases, a->group, a->bias, a->y, n0, n1);
+}
+
 static void gemv4b(const void *c, int64_t a, int64_t b) { affine_gemv_rows(c, a, b, 4); }
 static void gemv8b(const void *c, int64_t a, int64_t b) { affine_gemv_rows(c, a, b, 8); }
 static void gemm4b(const void *c, int64_t a, int64_t b) { affine_gemm_tiles(c, a, b, 4); }
@@ -129,7 +168,10 @@ int cn_affine_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
     if (M <= 0 || N <= 0) return 0;
     affine_args a = {x, NULL, NULL, NULL, M, K, N, group, K * bits / 8, codes, scales, biases, bias, y};
     if (M > 1) {
-        cn_parallel_for((N + 3) / 4, M * N * K, bits == 4 ? gemm4b : gemm8b, &a);
+        if (cn_gemm_avx512_available() && cn_gemm_panels_fit(256))
+            cn_parallel_for((N + 31) / 32, M * N * K, bits == 4 ? panels4b : panels8b, &a);
+        else
+            cn_parallel_for((N + 3) / 4, M * N * K, bits == 4 ? gemm4b : gemm8b, &a);
         return 0;
     }
     float *scratch = (float *)malloc(sizeof(float) * (size_t)(K + K / group + 1));
@@ -149,7 +191,46 @@ int cn_affine_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
         a.xo = xo;
     }
     a.xsum = xsum;
-    cn_parallel_for(N, N * K, bits == 4 ? gemv4b : gemv8b, &a);
+    const cn_range_fn gemv = cn_affine_avx512_usable(bits, group) ? gemv_avx512 : bits == 4 ? gemv4b : gemv8b;
+    cn_parallel_for(N, N * K, gemv, &a);
     free(scratch);
+    return 0;
+}
+
+/* ---- embedding lookup --------------------------------------------------- */
+
+typedef struct {
+    const uint8_t *codes;
+    const uint16_t *scales, *biases;
+    const int64_t *ids;
+    int64_t D, group, stride;
+    int bits;
+    float *out;
+} affine_embed_args;
+
+static void affine_embed_rows(const void *c, int64_t i0, int64_t i1) {
+    const affine_embed_args *a = c;
+    const int64_t ng = a->D / a->group;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t n = a->ids[i];
+        const uint8_t *row = a->codes + n * a->stride;
+        float *o = a->out + i * a->D;
+        for (int64_t g = 0; g < ng; g++) {
+            const float s = cn_f16_scalar(a->scales[n * ng + g]), b = cn_f16_scalar(a->biases[n * ng + g]);
+            for (int64_t k = g * a->group; k < (g + 1) * a->group; k++) {
+                const unsigned q = a->bits == 8 ? row[k] : (row[k >> 1] >> ((k & 1) * 4)) & 15u;
+                o[k] = (float)q * s + b;
+            }
+        }
+    }
+}
+
+int cn_affine_embedding(const uint8_t *codes, int bits, const uint16_t *scales, const uint16_t *biases,
+                        int64_t group, int64_t vocab, int64_t D, const int64_t *ids, int64_t n, float *out) {
+    if ((bits != 4 && bits != 8) || group <= 0 || D % group) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab) return -3;
+    affine_embed_args a = {codes, scales, biases, ids, D, group, (D * bits + 7) / 8, bits, out};
+    cn_parallel_for(n, n * D * 4, affine_embed_rows, &a);
     return 0;
 }

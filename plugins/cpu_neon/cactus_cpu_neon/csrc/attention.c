@@ -5,7 +5,8 @@
  * range, so hidden keys cost nothing), optional softcap and additive mask,
  * an exact two-pass softmax in a per-thread scratch row, then the weighted
  * sum of values.  Keys and values are float32 or float16 (a half-size KV
- * cache), read in place and widened in registers like 16-bit weights. */
+ * cache), read in place and widened in registers like 16-bit weights.
+ * Prefill on AVX-512 builds goes through the panel GEMM instead (below). */
 #include "neon_common.h"
 
 #define VB 64 /* value rows per block: 64 x 256 floats at most, 64 KiB */
@@ -65,7 +66,7 @@ typedef struct {
     int64_t B, Hq, Hkv, L, S, d, q_offset, window, ms[4];
     int64_t kvs[2]; /* element strides of k and v over (batch, head); rows are d apart */
     int64_t gchunk; /* query heads of one KV head handled by one task */
-    int causal;
+    int causal, kt; /* kt: K/V type, read by the GEMM path (the row path specialises on it) */
     float scale, softcap;
 } attn_args;
 
@@ -162,18 +163,91 @@ CN_INLINE void attn_tasks(const attn_args *a, int64_t t0, int64_t t1, const int 
 static void attn_f32(const void *c, int64_t t0, int64_t t1) { attn_tasks(c, t0, t1, CN_F32); }
 static void attn_f16(const void *c, int64_t t0, int64_t t1) { attn_tasks(c, t0, t1, CN_F16); }
 
+/* ---- prefill through the AVX-512 GEMM ------------------------------------
+ * Per (batch, KV head), the L rows of its G query heads are one (G*L, d)
+ * matrix (they are contiguous in q), so scores = Q K^T and out = P V are two
+ * products for the packed-panel kernel (gemm_avx512.c), which runs several
+ * times faster than the row-at-a-time path above.  The step in between is the
+ * same: scale, softcap, mask, softmax over the visible keys [lo, hi); hidden
+ * keys get weight zero (a causal prompt computes and drops about half its
+ * scores, still cheaper). */
+typedef struct {
+    const char *base; /* K or V rows of one (batch, KV head) */
+    int64_t d;
+    int kt;
+} kv_fill_args;
+
+static void fill_k(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {
+    const kv_fill_args *f = c; /* weight row n = key n */
+    const void *row = f->base + (size_t)(n * f->d) * cn_wsize(f->kt);
+    for (int64_t k = k0; k < k1; k++) out[k - k0] = cn_load_w1(row, k, f->kt);
+}
+
+static void fill_vt(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {
+    const kv_fill_args *f = c; /* weight row n = component n of every value row */
+    for (int64_t k = k0; k < k1; k++) out[k - k0] = cn_load_w1(f->base, k * f->d + n, f->kt);
+}
+
+static void attn_gemm_tasks(const void *c, int64_t t0, int64_t t1) {
+    const attn_args *a = c;
+    const int kt = a->kt;
+    const int64_t G = a->Hq / a->Hkv, L = a->L, S = a->S, d = a->d, M = G * L;
+    float *p = (float *)malloc(sizeof(float) * (size_t)(M * S));
+    if (!p) return; /* cn_attention checked this allocation first */
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t b = t / a->Hkv, hk = t % a->Hkv, h0 = hk * G;
+        const size_t kv = (size_t)(b * a->kvs[0] + hk * a->kvs[1]) * cn_wsize(kt);
+        const float *qm = a->q + (b * a->Hq + h0) * L * d;
+        float *om = a->out + (b * a->Hq + h0) * L * d;
+        const kv_fill_args fk = {(const char *)a->k + kv, d, kt}, fv = {(const char *)a->v + kv, d, kt};
+        cn_gemm_panels(qm, M, d, S, NULL, p, 256, fill_k, &fk, 0, (S + 31) / 32);
+        for (int64_t r = 0; r < M; r++) {
+            const int64_t g = r / L, i = r % L, pos = a->q_offset + i;
+            int64_t lo = 0, hi = S;
+            if (a->causal) hi = CN_MAX(0, CN_MIN(S, pos + 1));
+            if (a->window >= 0) lo = CN_MAX(0, pos - a->window + 1);
+            float *pr = p + r * S;
+            const int64_t n = CN_MAX(0, hi - lo);
+            for (int64_t j = lo; j < lo + n; j++) pr[j] *= a->scale;
+            if (n > 0) {
+                if (a->softcap > 0.0f) softcap_row(pr + lo, n, a->softcap);
+                if (a->mask) {
+                    const float *mr = a->mask + b * a->ms[0] + (h0 + g) * a->ms[1] + i * a->ms[2];
+                    for (int64_t j = lo; j < hi; j++) pr[j] += mr[j * a->ms[3]];
+                }
+                cn_softmax_row(pr + lo, pr + lo, n);
+            }
+            for (int64_t j = 0; j < lo && j < S; j++) pr[j] = 0.0f;
+            for (int64_t j = CN_MAX(lo, hi); j < S; j++) pr[j] = 0.0f;
+        }
+        cn_gemm_panels(p, M, S, d, NULL, om, 256, fill_vt, &fv, 0, (d + 31) / 32);
+    }
+    free(p);
+}
+
 void cn_attention(const float *q, const void *k, const void *v, int kvtype, float *out,
                   int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t S, int64_t d,
                   float scale, int64_t q_offset, int causal, int64_t window, float softcap,
                   const float *mask, int64_t ms0, int64_t ms1, int64_t ms2, int64_t ms3,
                   int64_t kvs0, int64_t kvs1) {
     const int64_t group = Hq / Hkv, base = B * Hkv * L;
+    if (L > 1 && cn_gemm_avx512_available()) {
+        void *probe = malloc(sizeof(float) * (size_t)(group * L * S));
+        if (probe && cn_gemm_panels_fit(256)) {
+            free(probe);
+            attn_args a = {q, mask, k, v, out, B, Hq, Hkv, L, S, d, q_offset, window,
+                           {ms0, ms1, ms2, ms3}, {kvs0, kvs1}, 1, causal, kvtype, scale, softcap};
+            cn_parallel_for(B * Hkv, B * Hq * L * S * d, attn_gemm_tasks, &a);
+            return;
+        }
+        free(probe);
+    }
     /* Keep every thread busy in decode with few KV heads (MQA): split the
      * query heads of a KV head over tasks when there are too few tasks. */
     int64_t split = base >= 2 * cn_threads ? 1 : CN_MIN(group, (2 * cn_threads + base - 1) / base);
     const int64_t gchunk = (group + split - 1) / split;
     attn_args a = {q, mask, k, v, out, B, Hq, Hkv, L, S, d, q_offset, window,
-                   {ms0, ms1, ms2, ms3}, {kvs0, kvs1}, gchunk, causal, scale, softcap};
+                   {ms0, ms1, ms2, ms3}, {kvs0, kvs1}, gchunk, causal, kvtype, scale, softcap};
     const int64_t tasks = base * ((group + gchunk - 1) / gchunk);
     cn_parallel_for(tasks, B * Hq * L * S * d, kvtype == CN_F16 ? attn_f16 : attn_f32, &a);
 }

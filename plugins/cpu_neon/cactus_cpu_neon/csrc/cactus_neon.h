@@ -48,12 +48,15 @@ void cn_attention(const float *q, const void *k, const void *v, int kvtype,
                   int64_t ms0, int64_t ms1, int64_t ms2, int64_t ms3,
                   int64_t kvs0, int64_t kvs1);
 
-/* CQ weights (docs/formats.md): x already rotated, codebook widened to
- * float32, scales float16 words.  Returns -1 for a layout it cannot run. */
+/* CQ weights (docs/formats.md): codebook widened to float32, scales float16
+ * words, signs the +-1 sign vector as float32 (K,).  x is rotated inside
+ * (x' = H(x * signs) per block); signs == NULL means x is already rotated.
+ * Returns -1 for a layout it cannot run, -2 when out of memory. */
 int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
                  int64_t stride, int index_bits, int vec_dim,
                  const uint16_t *scales, int64_t group, const float *codebook,
-                 int64_t N, const float *bias, float *y);
+                 const float *signs, int64_t block, int64_t N,
+                 const float *bias, float *y);
 
 /* int4 / int8 affine groups (RTN, GPTQ): codes packed per row (int4: low
  * nibble first), scales and biases float16 words (N, K / group).  Returns -1
@@ -61,3 +64,16 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
 int cn_affine_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
                      int bits, const uint16_t *scales, const uint16_t *biases,
                      int64_t group, int64_t N, const float *bias, float *y);
+
+/* Embedding rows ids[0..n) of quantized tables (vocab, D), in the original
+ * (unrotated) space, to out (n, D).  Same layouts as the linear kernels.
+ * Returns -1 for a layout it cannot run, -3 for an id outside [0, vocab). */
+int cn_cq_embedding(const uint8_t *codes, int64_t stride, int index_bits,
+                    int vec_dim, const uint16_t *scales, int64_t group,
+                    const float *codebook, const float *signs, int64_t block,
+                    int64_t vocab, int64_t D, const int64_t *ids, int64_t n,
+                    float *out);
+
+int cn_affine_embedding(const uint8_t *codes, int bits, const uint16_t *scales,
+                        const uint16_t *biases, int64_t group, int64_t vocab,
+                        int64_t D, const int64_t *ids, int64_t n, float *out);

@@ -1,16 +1,19 @@
-/* linear on CQ weights (cactus_core.formats.CQTensor, docs/formats.md).
+/* linear on CQ weights (cactus_core.formats.CQTensor, docs/formats.md), and
+ * embedding rows of CQ tables.
  *
  * A CQ row is a stream of index_bits-bit codes, each naming a vec_dim-vector
  * of the codebook, with one float16 scale per group_size inputs; the matrix
- * lives in a rotated domain, so the caller passes x already rotated
- * (x' = H(x * signs), done once per call and shared by every row).
+ * lives in a rotated domain, so x is rotated first (x' = H(x * signs), done
+ * here once per call and shared by every row).
  *
  * Decode (M == 1) fuses the lookup into the dot product: the codebook is
  * tiny (256 x 2 floats = 2 KiB) and stays in L1, so each code costs a byte
  * load and a 64- or 128-bit table load feeding an FMA, and the only memory
- * traffic is the codes themselves: ~4.1 bits per weight for CQ4.
+ * traffic is the codes themselves: ~4.1 bits per weight for CQ4.  Four rows
+ * go together; on AVX-512 VBMI builds cq_vbmi.c replaces the gather.
  * Prefill (M > 1) dequantizes four rows at a time into a per-thread float32
- * panel and runs the float GEMM microkernel over it. */
+ * panel and runs the float GEMM microkernel over it, or on AVX-512 builds
+ * decodes 32-row panels for gemm_avx512.c. */
 #include "neon_common.h"
 
 typedef struct {
@@ -23,7 +26,8 @@ typedef struct {
     const float *cb; /* codebook widened to float32, (1 << bits, d) */
     const float *bias;
     float *y;
-    int bits, d; /* read only by the generic (unspecialised) variant */
+    int bits, d; /* read by the generic (unspecialised) variant and the VBMI path */
+    const uint8_t (*planes)[256]; /* VBMI prefill: the codebook's byte planes */
 } cq_args;
 
 /* Code j of a row: bits [j*bits, (j+1)*bits) of a little-endian bit stream. */
@@ -92,6 +96,63 @@ CN_INLINE float cq_row_dot(const cq_args *a, int64_t n, const float *x, const in
     return total;
 }
 
+/* Codebook entry c of a 2-vector codebook, twice: entries c0 and c1 side by side. */
+CN_INLINE float32x4_t cq_pair(const float *cb, uint32_t c0, uint32_t c1) {
+    return vcombine_f32(vld1_f32(cb + 2 * c0), vld1_f32(cb + 2 * c1));
+}
+
+/* Four rows at once for 2- and 4-vector codebooks.  One row at a time was
+ * bound by its FMA chain (one code per cycle: each 4-code step waited on the
+ * previous FMA); four rows keep eight chains in flight, load x once for all
+ * four, and leave the gather of codebook entries (one load per code) as the
+ * limit.  Group scales multiply the vector accumulators, so each row needs a
+ * single horizontal sum. */
+CN_INLINE void cq_gemv4(const cq_args *a, const int64_t n[4], float out[4], const int bits, const int d) {
+    const int64_t ng = a->K / a->group, per_group = a->group / d, step = 8 / d;
+    const uint8_t *row[4];
+    const uint16_t *sc[4];
+    float32x4_t tot[4];
+    float tail[4] = {0, 0, 0, 0};
+    for (int r = 0; r < 4; r++) {
+        row[r] = a->codes + n[r] * a->stride;
+        sc[r] = a->scales + n[r] * ng;
+        tot[r] = vdupq_n_f32(0);
+    }
+    const float *x = a->x, *cb = a->cb;
+    for (int64_t g = 0; g < ng; g++) {
+        float32x4_t p[4], q[4];
+        for (int r = 0; r < 4; r++) p[r] = q[r] = vdupq_n_f32(0);
+        int64_t v = g * per_group;
+        const int64_t end = v + per_group;
+        for (; v + step <= end; v += step) {
+            const float32x4_t x0 = vld1q_f32(x + d * v), x1 = vld1q_f32(x + d * v + 4);
+            for (int r = 0; r < 4; r++) {
+                if (d == 2) {
+                    uint32_t c[4];
+                    if (bits == 8) { /* one 32-bit load, bytes split in registers */
+                        uint32_t w;
+                        memcpy(&w, row[r] + v, 4);
+                        c[0] = w & 255u, c[1] = (w >> 8) & 255u, c[2] = (w >> 16) & 255u, c[3] = w >> 24;
+                    } else {
+                        cq_codes4(row[r], v, bits, c);
+                    }
+                    p[r] = vfmaq_f32(p[r], cq_pair(cb, c[0], c[1]), x0);
+                    q[r] = vfmaq_f32(q[r], cq_pair(cb, c[2], c[3]), x1);
+                } else {
+                    p[r] = vfmaq_f32(p[r], vld1q_f32(cb + 4 * cq_code(row[r], v, bits)), x0);
+                    q[r] = vfmaq_f32(q[r], vld1q_f32(cb + 4 * cq_code(row[r], v + 1, bits)), x1);
+                }
+            }
+        }
+        for (int r = 0; r < 4; r++) {
+            const float s = cn_f16_scalar(sc[r][g]);
+            tot[r] = vfmaq_f32(tot[r], vaddq_f32(p[r], q[r]), vdupq_n_f32(s));
+            if (v < end) tail[r] += s * cq_dot_span(row[r], x, cb, v, end, bits, d);
+        }
+    }
+    for (int r = 0; r < 4; r++) out[r] = vaddvq_f32(tot[r]) + tail[r];
+}
+
 /* Row n dequantized (scales applied) into out[0, K). */
 CN_INLINE void cq_row_dequant(const cq_args *a, int64_t n, float *out, const int bits, const int d) {
     const uint8_t *row = a->codes + n * a->stride;
@@ -114,7 +175,15 @@ CN_INLINE void cq_row_dequant(const cq_args *a, int64_t n, float *out, const int
 }
 
 CN_INLINE void cq_gemv_rows(const cq_args *a, int64_t n0, int64_t n1, const int bits, const int d) {
-    for (int64_t n = n0; n < n1; n++)
+    int64_t n = n0;
+    if (d == 2 || d == 4)
+        for (; n + 4 <= n1; n += 4) {
+            const int64_t rows[4] = {n, n + 1, n + 2, n + 3};
+            float out[4];
+            cq_gemv4(a, rows, out, bits, d);
+            for (int r = 0; r < 4; r++) a->y[n + r] = out[r] + (a->bias ? a->bias[n + r] : 0.0f);
+        }
+    for (; n < n1; n++)
         a->y[n] = cq_row_dot(a, n, a->x, bits, d) + (a->bias ? a->bias[n] : 0.0f);
 }
 
@@ -140,11 +209,48 @@ CN_INLINE void cq_gemm_tiles(const cq_args *a, int64_t t0, int64_t t1, const int
     free(panel);
 }
 
+/* Weights [k0, k1) of row n, scaled, to out[k - k0]: one row of a panel for
+ * the AVX-512 prefill kernel. */
+CN_INLINE void cq_dequant_row(const cq_args *a, int64_t n, int64_t k0, int64_t k1, float *out,
+                                 const int bits, const int d) {
+    const uint8_t *row = a->codes + n * a->stride;
+    const uint16_t *sc = a->scales + n * (a->K / a->group);
+    for (int64_t g0 = k0; g0 < k1;) {
+        const int64_t g = g0 / a->group, gend = CN_MIN(k1, (g + 1) * a->group);
+        const float s = cn_f16_scalar(sc[g]);
+        int64_t v = g0 / d;
+        if (d == 2) /* four codes, eight weights, two vector stores */
+            for (; v + 4 <= gend / d; v += 4) {
+                uint32_t c[4];
+                cq_codes4(row, v, bits, c);
+                vst1q_f32(out + 2 * v - k0, vmulq_f32(cq_pair(a->cb, c[0], c[1]), vdupq_n_f32(s)));
+                vst1q_f32(out + 2 * v + 4 - k0, vmulq_f32(cq_pair(a->cb, c[2], c[3]), vdupq_n_f32(s)));
+            }
+        for (; v < gend / d; v++) {
+            const float *c = a->cb + (int64_t)d * cq_code(row, v, bits);
+            for (int e = 0; e < d; e++) out[v * d + e - k0] = c[e] * s;
+        }
+        g0 = gend;
+    }
+}
+
+/* Prefill on AVX-512 (gemm_avx512.c): panels of 32 weight rows, decoded a
+ * whole number of groups at a time. */
+CN_INLINE int64_t cq_panel_kc(int64_t group) { return CN_MAX(group, 256 / group * group); }
+
+CN_INLINE void cq_panels(const cq_args *a, int64_t p0, int64_t p1, cn_panel_fill fill) {
+    cn_gemm_panels(a->x, a->M, a->K, a->N, a->bias, a->y, cq_panel_kc(a->group), fill, a, p0, p1);
+}
+
 /* Specialised for the CQ presets (8-bit codes of 2- or 4-vectors, 6-bit codes
  * of 2-vectors); any other layout runs the generic loops. */
 #define CQ_FNS(suffix, bits, d)                                                                    \
     static void cq_gemv_##suffix(const void *c, int64_t a, int64_t b) { cq_gemv_rows(c, a, b, bits, d); } \
-    static void cq_gemm_##suffix(const void *c, int64_t a, int64_t b) { cq_gemm_tiles(c, a, b, bits, d); }
+    static void cq_gemm_##suffix(const void *c, int64_t a, int64_t b) { cq_gemm_tiles(c, a, b, bits, d); } \
+    static void cq_fill_##suffix(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {      \
+        cq_dequant_row(c, n, k0, k1, out, bits, d);                                                 \
+    }                                                                                               \
+    static void cq_panels_##suffix(const void *c, int64_t a, int64_t b) { cq_panels(c, a, b, cq_fill_##suffix); }
 CQ_FNS(8x2, 8, 2)
 CQ_FNS(8x4, 8, 4)
 CQ_FNS(6x2, 6, 2)
@@ -152,14 +258,14 @@ CQ_FNS(4x1, 4, 1)
 
 typedef struct {
     int bits, d;
-    cn_range_fn gemv, gemm;
+    cn_range_fn gemv, gemm, panels;
 } cq_variant;
 
 static const cq_variant VARIANTS[] = {
-    {8, 2, cq_gemv_8x2, cq_gemm_8x2},
-    {8, 4, cq_gemv_8x4, cq_gemm_8x4},
-    {6, 2, cq_gemv_6x2, cq_gemm_6x2},
-    {4, 1, cq_gemv_4x1, cq_gemm_4x1},
+    {8, 2, cq_gemv_8x2, cq_gemm_8x2, cq_panels_8x2},
+    {8, 4, cq_gemv_8x4, cq_gemm_8x4, cq_panels_8x4},
+    {6, 2, cq_gemv_6x2, cq_gemm_6x2, cq_panels_6x2},
+    {4, 1, cq_gemv_4x1, cq_gemm_4x1, cq_panels_4x1},
 };
 
 /* Generic layout: bits and d at run time. */
@@ -169,24 +275,143 @@ static void cq_gemv_any(const void *c, int64_t a, int64_t b) {
 static void cq_gemm_any(const void *c, int64_t a, int64_t b) {
     cq_gemm_tiles(c, a, b, ((const cq_args *)c)->bits, ((const cq_args *)c)->d);
 }
+static void cq_fill_any(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {
+    cq_dequant_row(c, n, k0, k1, out, ((const cq_args *)c)->bits, ((const cq_args *)c)->d);
+}
+static void cq_panels_any(const void *c, int64_t a, int64_t b) { cq_panels(c, a, b, cq_fill_any); }
+
+/* x' = H(x * signs) per block of each row, into out. */
+typedef struct {
+    const float *x, *signs;
+    float *out;
+    int64_t K, block;
+} rotate_args;
+
+static void rotate_rows(const void *c, int64_t r0, int64_t r1) {
+    const rotate_args *a = c;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = a->x + r * a->K;
+        float *o = a->out + r * a->K;
+        int64_t k = 0;
+        for (; k + 4 <= a->K; k += 4) vst1q_f32(o + k, vmulq_f32(vld1q_f32(xr + k), vld1q_f32(a->signs + k)));
+        for (; k < a->K; k++) o[k] = xr[k] * a->signs[k];
+        for (int64_t b = 0; b < a->K; b += a->block) cn_fwht_block(o + b, a->block);
+    }
+}
+
+static void cq_fill_vbmi(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {
+    const cq_args *a = c;
+    cn_cq_vbmi_decode(a->planes, a->codes + n * a->stride, a->scales + n * (a->K / a->group), a->group, a->bits,
+                      k0, k1, out);
+}
+
+static void cq_panels_vbmi(const void *c, int64_t p0, int64_t p1) { cq_panels(c, p0, p1, cq_fill_vbmi); }
+
+static void cq_gemv_vbmi(const void *c, int64_t n0, int64_t n1) {
+    const cq_args *a = c;
+    cn_cq_vbmi_rows(a->x, a->K, a->codes, a->stride, a->bits, a->scales, a->group, a->cb, n0, n1, a->bias, a->y);
+}
 
 int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int64_t stride,
                  int index_bits, int vec_dim, const uint16_t *scales, int64_t group,
-                 const float *codebook, int64_t N, const float *bias, float *y) {
-    if (index_bits < 1 || index_bits > 16 || vec_dim < 1 || group % vec_dim || K % group) return -1;
+                 const float *codebook, const float *signs, int64_t block, int64_t N,
+                 const float *bias, float *y) {
+    if (index_bits < 1 || index_bits > 16 || vec_dim < 1 || group < 1 || group % vec_dim || K % group) return -1;
+    if (signs && (block < 1 || (block & (block - 1)) || K % block)) return -1;
     if (M <= 0 || N <= 0) return 0;
+    /* The rotation is done once per call and shared by every weight row. */
+    float *xr = NULL;
+    if (signs) {
+        xr = (float *)malloc(sizeof(float) * (size_t)(M * K));
+        if (!xr) return -2;
+        rotate_args ra = {x, signs, xr, K, block};
+        cn_parallel_for(M, M * K * 8, rotate_rows, &ra);
+        x = xr;
+    }
     cq_args a = {x, M, K, N, codes, stride, scales, group, codebook, bias, y, index_bits, vec_dim};
-    cn_range_fn gemv = NULL, gemm = NULL;
+    cn_range_fn gemv = cq_gemv_any, gemm = cq_gemm_any, panels = cq_panels_any;
     for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
         if (VARIANTS[i].bits == index_bits && VARIANTS[i].d == vec_dim) {
             gemv = VARIANTS[i].gemv;
             gemm = VARIANTS[i].gemm;
+            panels = VARIANTS[i].panels;
         }
-    if (!gemv) {
-        gemv = cq_gemv_any;
-        gemm = cq_gemm_any;
+    const int vbmi = vec_dim == 2 && K % 128 == 0 && group % 64 == 0 && cn_cq_vbmi_usable(codebook, index_bits);
+    if (M == 1 && vbmi) {
+        float *xp = (float *)malloc(sizeof(float) * (size_t)K);
+        if (!xp) {
+            free(xr);
+            return -2;
+        }
+        cn_cq_vbmi_permute_x(x, K, xp);
+        a.x = xp;
+        cn_parallel_for(N, N * K, cq_gemv_vbmi, &a);
+        free(xp);
+    } else if (M == 1) {
+        cn_parallel_for(N, N * K, gemv, &a);
+    } else if (cn_gemm_avx512_available()) {
+        if (!cn_gemm_panels_fit(cq_panel_kc(group))) {
+            free(xr);
+            return -2;
+        }
+        uint8_t planes[6][256];
+        float *xp = NULL;
+        if (vbmi && cq_panel_kc(group) % 128 == 0 && (xp = (float *)malloc(sizeof(float) * (size_t)(M * K)))) {
+            /* Weights are decoded in the VBMI kernel's order: permute x's columns to match. */
+            for (int64_t m = 0; m < M; m++) cn_cq_vbmi_permute_x(x + m * K, K, xp + m * K);
+            cn_cq_vbmi_planes(codebook, index_bits, planes);
+            a.x = xp;
+            a.planes = (const uint8_t (*)[256])planes;
+            panels = cq_panels_vbmi;
+        }
+        cn_parallel_for((N + 31) / 32, M * N * K, panels, &a);
+        free(xp);
+    } else {
+        cn_parallel_for((N + 3) / 4, M * N * K, gemm, &a);
     }
-    if (M == 1) cn_parallel_for(N, N * K, gemv, &a);
-    else cn_parallel_for((N + 3) / 4, M * N * K, gemm, &a);
+    free(xr);
+    return 0;
+}
+
+/* ---- embedding lookup --------------------------------------------------- */
+
+/* Original-space rows: decode w' (codebook x group scale), undo the rotation
+ * (H is its own inverse), then the signs: w = s * H(w'). */
+typedef struct {
+    cq_args a; /* codes, stride, scales, group, cb, bits, d; K = D */
+    const float *signs;
+    const int64_t *ids;
+    int64_t block;
+    float *out;
+} cq_embed_args;
+
+static void cq_embed_rows(const void *c, int64_t i0, int64_t i1) {
+    const cq_embed_args *e = c;
+    const cq_args *a = &e->a;
+    for (int64_t i = i0; i < i1; i++) {
+        float *o = e->out + i * a->K;
+        const uint8_t *row = a->codes + e->ids[i] * a->stride;
+        const uint16_t *sc = a->scales + e->ids[i] * (a->K / a->group);
+        for (int64_t v = 0; v < a->K / a->d; v++) {
+            const float s = cn_f16_scalar(sc[v * a->d / a->group]);
+            const float *cv = a->cb + (int64_t)a->d * cq_code(row, v, a->bits);
+            for (int k = 0; k < a->d; k++) o[v * a->d + k] = cv[k] * s;
+        }
+        for (int64_t b = 0; b < a->K; b += e->block) cn_fwht_block(o + b, e->block);
+        for (int64_t k = 0; k < a->K; k++) o[k] *= e->signs[k];
+    }
+}
+
+int cn_cq_embedding(const uint8_t *codes, int64_t stride, int index_bits, int vec_dim,
+                    const uint16_t *scales, int64_t group, const float *codebook, const float *signs,
+                    int64_t block, int64_t vocab, int64_t D, const int64_t *ids, int64_t n, float *out) {
+    if (index_bits < 1 || index_bits > 16 || vec_dim < 1 || group < 1 || group % vec_dim || D % group ||
+        block < 1 || (block & (block - 1)) || D % block)
+        return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab) return -3;
+    cq_embed_args e = {{NULL, 1, D, vocab, codes, stride, scales, group, codebook, NULL, NULL, index_bits, vec_dim},
+                       signs, ids, block, out};
+    cn_parallel_for(n, n * D * 8, cq_embed_rows, &e);
     return 0;
 }

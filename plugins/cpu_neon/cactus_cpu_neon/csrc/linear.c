@@ -9,7 +9,9 @@
  * K is cut into blocks so a 4-row weight tile stays in L1 while it meets
  * every row of x; the x block is reused from L2 across weight tiles.  16-bit
  * weights are widened in registers, never copied.  Threads split the output
- * columns (weight rows), so each weight byte is read by one thread only. */
+ * columns (weight rows), so each weight byte is read by one thread only.
+ * On AVX-512 builds gemm_avx512.c runs both paths instead (a one-row zmm
+ * GEMV; widened rows packed into panels for its GEMM kernel). */
 #include "neon_common.h"
 
 #define KC 256
@@ -20,6 +22,7 @@ typedef struct {
     const void *w;
     const float *bias;
     float *y;
+    int wt; /* read by the AVX-512 decode loop; the NEON loops are specialised on it */
 } linear_args;
 
 /* ---- decode: matrix-vector ---------------------------------------------- */
@@ -129,6 +132,31 @@ CN_INLINE void gemm_band(const linear_args *a, int64_t t0, int64_t t1, const int
     }
 }
 
+/* Prefill on AVX-512 (gemm_avx512.c): weights [k0, k1) of row n, widened. */
+CN_INLINE void fill_row(const linear_args *a, int64_t n, int64_t k0, int64_t k1, float *out, const int wt) {
+    const void *row = (const char *)a->w + (size_t)n * (size_t)a->K * cn_wsize(wt);
+    int64_t k = k0;
+    for (; k + 4 <= k1; k += 4) vst1q_f32(out + k - k0, cn_load_w(row, k, wt));
+    for (; k < k1; k++) out[k - k0] = cn_load_w1(row, k, wt);
+}
+
+#define CN_PANELS(wt, suffix)                                                                       \
+    static void fill_##suffix(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {      \
+        fill_row(c, n, k0, k1, out, wt);                                                            \
+    }                                                                                               \
+    static void panels_##suffix(const void *c, int64_t p0, int64_t p1) {                           \
+        const linear_args *a = c;                                                                   \
+        cn_gemm_panels(a->x, a->M, a->K, a->N, a->bias, a->y, KC, fill_##suffix, a, p0, p1);        \
+    }
+CN_PANELS(CN_F32, f32)
+CN_PANELS(CN_F16, f16)
+CN_PANELS(CN_BF16, bf16)
+
+static void gemv_avx512(const void *c, int64_t n0, int64_t n1) {
+    const linear_args *a = c;
+    cn_gemv_avx512(a->x, a->K, a->w, a->wt, a->bias, a->y, n0, n1);
+}
+
 /* One instantiation per weight type and path, so each inner loop has its loads fixed. */
 #define CN_LINEAR_RANGE(name, body, wt)                                                   \
     static void name(const void *ctx, int64_t t0, int64_t t1) { body((const linear_args *)ctx, t0, t1, wt); }
@@ -149,6 +177,12 @@ void cn_linear(const float *x, int64_t M, int64_t K, const void *w, int wtype, i
     }
     static const cn_range_fn gemv_fns[3] = {gemv_f32, gemv_f16, gemv_bf16};
     static const cn_range_fn gemm_fns[3] = {gemm_f32, gemm_f16, gemm_bf16};
-    linear_args a = {x, M, K, N, w, bias, y};
-    cn_parallel_for((N + 3) / 4, M * N * K, M == 1 ? gemv_fns[wtype] : gemm_fns[wtype], &a);
+    static const cn_range_fn panel_fns[3] = {panels_f32, panels_f16, panels_bf16};
+    linear_args a = {x, M, K, N, w, bias, y, wtype};
+    if (M == 1 && cn_gemm_avx512_available())
+        cn_parallel_for(N, N * K, gemv_avx512, &a);
+    else if (M > 1 && cn_gemm_avx512_available() && cn_gemm_panels_fit(KC))
+        cn_parallel_for((N + 31) / 32, M * N * K, panel_fns[wtype], &a);
+    else
+        cn_parallel_for((N + 3) / 4, M * N * K, M == 1 ? gemv_fns[wtype] : gemm_fns[wtype], &a);
 }

@@ -180,6 +180,48 @@ CN_INLINE float cn_load_w1(const void *w, int64_t i, int wt) {
 
 CN_INLINE size_t cn_wsize(int wt) { return wt == CN_F32 ? 4 : 2; }
 
+/* CQ decode (8- and 6-bit codes of 2-vectors) through AVX-512 VBMI
+ * (cq_vbmi.c); usable() is 0 where the build does not target it (the other
+ * two then do nothing) or where the codebook is not exactly float16. */
+int cn_cq_vbmi_usable(const float *cb, int bits);
+void cn_cq_vbmi_permute_x(const float *x, int64_t K, float *xp);
+void cn_cq_vbmi_rows(const float *xp, int64_t K, const uint8_t *codes, int64_t stride, int bits,
+                     const uint16_t *scales, int64_t group, const float *cb, int64_t n0, int64_t n1,
+                     const float *bias, float *y);
+/* Prefill: the codebook's byte planes (once per call), then rows decoded in
+ * the permuted order of cn_cq_vbmi_permute_x (k0, k1 multiples of 128). */
+void cn_cq_vbmi_planes(const float *cb, int bits, uint8_t planes[6][256]);
+void cn_cq_vbmi_decode(const uint8_t planes[6][256], const uint8_t *row, const uint16_t *sc, int64_t group,
+                       int bits, int64_t k0, int64_t k1, float *out);
+
+/* Prefill microkernel on AVX-512 for packed 32-row weight panels
+ * (gemm_avx512.c): y[:, n0:n0+32] (+)= x[:, k0:k0+kc] @ panel.  available()
+ * is 0 where the build does not target AVX-512; then the kernel does nothing. */
+int cn_gemm_avx512_available(void);
+void cn_gemm_panel_avx512(const float *x, int64_t M, int64_t K, int64_t k0, int64_t kc,
+                          const float *panel, float *y, int64_t N, int64_t n0, int accumulate);
+/* Writes weights [k0, k1) of row n to out[k - k0]. */
+typedef void (*cn_panel_fill)(const void *ctx, int64_t n, int64_t k0, int64_t k1, float *out);
+/* y (M, N) = x (M, K) @ w.T + bias over output panels [p0, p1) of 32 rows of w,
+ * decoded kc_max inputs at a time by fill; cn_gemm_panels_fit says whether
+ * a panel can be allocated (check before running it on threads). */
+void cn_gemm_panels(const float *x, int64_t M, int64_t K, int64_t N, const float *bias, float *y,
+                    int64_t kc_max, cn_panel_fill fill, const void *ctx, int64_t p0, int64_t p1);
+int cn_gemm_panels_fit(int64_t kc_max);
+/* Decode rows [n0, n1) of a float32/float16/bfloat16 matrix on AVX-512 (gemm_avx512.c). */
+void cn_gemv_avx512(const float *x, int64_t K, const void *w, int wt, const float *bias, float *y, int64_t n0,
+                    int64_t n1);
+
+/* int4 / int8 decode rows [n0, n1) on AVX-512 (affine_avx512.c); usable() is 0
+ * where the build does not target it or for groups that are not a multiple of 32. */
+int cn_affine_avx512_usable(int bits, int64_t group);
+void cn_affine_gemv_avx512(const float *x, const float *xe, const float *xo, const float *xsum, int64_t K,
+                           const uint8_t *codes, int bits, const uint16_t *scales, const uint16_t *biases,
+                           int64_t group, const float *bias, float *y, int64_t n0, int64_t n1);
+
+/* In-place orthonormal Walsh-Hadamard transform of one block of bs values (rowwise.c). */
+void cn_fwht_block(float *v, int64_t bs);
+
 /* Softmax of one row in place or out of place (rowwise.c); an all -inf row gives zeros. */
 void cn_softmax_row(const float *x, float *out, int64_t n);
 

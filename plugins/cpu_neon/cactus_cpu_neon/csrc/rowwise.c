@@ -291,7 +291,7 @@ void cn_softmax(const float *x, float *out, int64_t rows, int64_t n) {
 /* ---- Walsh-Hadamard ----------------------------------------------------- */
 
 /* In-place orthonormal FWHT of one block, Sylvester (natural) order. */
-static void fwht_block(float *v, int64_t bs) {
+void cn_fwht_block(float *v, int64_t bs) {
     if (bs >= 4) {
         /* Strides 1 and 2 live inside one vector: a lane swap plus a signed FMA. */
         const float s1[4] = {1, -1, 1, -1}, s2[4] = {1, 1, -1, -1};
@@ -324,7 +324,7 @@ static void hadamard_range(const void *c, int64_t b0, int64_t b1) {
     const rows_args *a = c; /* n = block size here */
     for (int64_t b = b0; b < b1; b++) {
         memcpy(a->out + b * a->n, a->x + b * a->n, (size_t)a->n * 4);
-        fwht_block(a->out + b * a->n, a->n);
+        cn_fwht_block(a->out + b * a->n, a->n);
     }
 }
 

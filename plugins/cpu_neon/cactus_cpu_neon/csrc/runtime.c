@@ -1,12 +1,13 @@
 /* Threads and build facts.
  *
- * cn_parallel_for splits [0, n) into one contiguous range per thread.  With
- * OpenMP (-fopenmp) it is one parallel region.  Without it (Apple clang has
- * no OpenMP unless libomp is installed) a small pool of POSIX threads does the
- * same: workers spin briefly on a generation counter, so back-to-back kernels
- * (a decode step runs hundreds) start with no system call, then sleep on a
- * condition variable.  One job runs on the pool at a time; a call made while
- * the pool is busy (another Python thread) runs on its own thread instead. */
+ * cn_parallel_for runs fn over [0, n) on cn_threads threads.  The default is a
+ * small pool of POSIX threads: the range is cut into a few chunks per thread
+ * that threads claim one at a time, workers spin briefly on the job ticket
+ * (back-to-back kernels, hundreds per decode step, start with no system call)
+ * and then sleep on a condition variable.  One job runs on the pool at a time;
+ * a call made while the pool is busy (another Python thread) runs on its own
+ * thread instead.  Built with CACTUS_OPENMP=1, an OpenMP parallel region with
+ * one contiguous range per thread is used instead. */
 #include "neon_common.h"
 
 int cn_threads = 1;
@@ -36,46 +37,78 @@ void cn_parallel_for(int64_t n, int64_t work, cn_range_fn fn, const void *ctx) {
 #elif !defined(_WIN32)
 
 #include <pthread.h>
+#include <sched.h>
 
 int cn_threading(void) { return 2; }
 
 #define MAX_WORKERS 63
-#define SPINS 20000
+#define SPINS 200000        /* ~0.1-0.3 ms: a decode step calls in every few microseconds */
+#define CHUNKS_PER_THREAD 4 /* claimed one at a time, so a late thread costs little */
 
+/* The job on offer is described by one 64-bit ticket: generation (24 bits),
+ * workers allowed to join (8), chunk count (16) and next unclaimed chunk (16).  Threads claim chunks with
+ * a compare-and-swap; a job's fields (fn, ctx, n) cannot change while any of
+ * its chunks is unfinished, so whoever claimed one may read them.  The caller
+ * works through the chunks too and waits only for chunks other threads have
+ * claimed: a worker that the OS has descheduled (a busy machine) never holds
+ * the caller up, where a fork-join region would wait for it to run. */
 static struct {
     pthread_mutex_t lock, busy;
-    pthread_cond_t wake, done;
+    pthread_cond_t wake;
     pthread_t threads[MAX_WORKERS];
     int started;
-    uint64_t gen;  /* bumped once per job; workers watch it */
-    int pending;   /* participating workers not yet finished */
+    uint64_t ticket;
+    int64_t done;    /* chunks finished */
+    int sleepers;    /* workers waiting on wake */
     cn_range_fn fn;
     const void *ctx;
     int64_t n;
-    int parts;     /* the caller is part 0, worker w is part w + 1 */
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER};
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+CN_INLINE void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#define TICKET_GEN(t) ((uint32_t)((t) >> 40))
+#define TICKET_WORKERS(t) ((int)((t) >> 32) & 0xff)
+
+/* Claim and run chunks of job generation gen until none is left. */
+static void run_chunks(uint32_t gen) {
+    for (;;) {
+        uint64_t t = __atomic_load_n(&pool.ticket, __ATOMIC_ACQUIRE);
+        const uint32_t chunks = (uint32_t)(t >> 16) & 0xffffu, next = (uint32_t)t & 0xffffu;
+        if (TICKET_GEN(t) != gen || next >= chunks) return;
+        if (!__atomic_compare_exchange_n(&pool.ticket, &t, t + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            continue;
+        const int64_t n = pool.n, begin = n * next / chunks, end = n * (next + 1) / chunks;
+        if (begin < end) pool.fn(pool.ctx, begin, end);
+        __atomic_fetch_add(&pool.done, 1, __ATOMIC_RELEASE);
+    }
+}
 
 static void *worker(void *arg) {
-    const int part = (int)(intptr_t)arg + 1;
-    uint64_t seen = 0;
+    const int index = (int)(intptr_t)arg; /* joins jobs that allow more than index workers */
+    uint32_t seen = 0;
     for (;;) {
-        for (int s = 0; s < SPINS && __atomic_load_n(&pool.gen, __ATOMIC_ACQUIRE) == seen; s++) {
+        uint64_t t = __atomic_load_n(&pool.ticket, __ATOMIC_ACQUIRE);
+        for (int s = 0; s < SPINS && TICKET_GEN(t) == seen; s++) {
+            cpu_relax();
+            t = __atomic_load_n(&pool.ticket, __ATOMIC_ACQUIRE);
         }
-        pthread_mutex_lock(&pool.lock);
-        while (pool.gen == seen) pthread_cond_wait(&pool.wake, &pool.lock);
-        seen = pool.gen;
-        const cn_range_fn fn = pool.fn;
-        const void *ctx = pool.ctx;
-        const int64_t n = pool.n;
-        const int parts = pool.parts;
-        pthread_mutex_unlock(&pool.lock);
-        if (part >= parts) continue;
-        const int64_t begin = n * part / parts, end = n * (part + 1) / parts;
-        if (begin < end) fn(ctx, begin, end);
-        pthread_mutex_lock(&pool.lock);
-        if (--pool.pending == 0) pthread_cond_signal(&pool.done);
-        pthread_mutex_unlock(&pool.lock);
+        if (TICKET_GEN(t) == seen) {
+            pthread_mutex_lock(&pool.lock);
+            __atomic_fetch_add(&pool.sleepers, 1, __ATOMIC_SEQ_CST);
+            while (TICKET_GEN(t = __atomic_load_n(&pool.ticket, __ATOMIC_SEQ_CST)) == seen)
+                pthread_cond_wait(&pool.wake, &pool.lock);
+            __atomic_fetch_sub(&pool.sleepers, 1, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&pool.lock);
+        }
+        seen = TICKET_GEN(t);
+        if (index < TICKET_WORKERS(t)) run_chunks(seen);
     }
     return NULL;
 }
@@ -85,9 +118,8 @@ static void pool_after_fork(void) {
     pthread_mutex_init(&pool.lock, NULL);
     pthread_mutex_init(&pool.busy, NULL);
     pthread_cond_init(&pool.wake, NULL);
-    pthread_cond_init(&pool.done, NULL);
     pool.started = 0;
-    pool.pending = 0;
+    pool.sleepers = 0;
 }
 
 static void register_fork_handler(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
@@ -101,26 +133,31 @@ void cn_parallel_for(int64_t n, int64_t work, cn_range_fn fn, const void *ctx) {
     }
     pthread_once(&once, register_fork_handler);
     while (pool.started < nt - 1) { /* workers are started on first need and kept */
-        if (pthread_create(&pool.threads[pool.started], NULL, worker, (void *)(intptr_t)pool.started))
-            break;
+        if (pthread_create(&pool.threads[pool.started], NULL, worker, (void *)(intptr_t)pool.started)) break;
         pthread_detach(pool.threads[pool.started]);
         pool.started++;
     }
     nt = CN_MIN(nt, pool.started + 1);
-    pthread_mutex_lock(&pool.lock);
+    const uint64_t chunks = (uint64_t)CN_MIN(n, (int64_t)nt * CHUNKS_PER_THREAD);
+    const uint32_t gen = (TICKET_GEN(pool.ticket) + 1) & 0xffffffu;
     pool.fn = fn;
     pool.ctx = ctx;
     pool.n = n;
-    pool.parts = nt;
-    pool.pending = nt - 1;
-    __atomic_store_n(&pool.gen, pool.gen + 1, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&pool.wake);
-    pthread_mutex_unlock(&pool.lock);
-    const int64_t end = n / nt;
-    if (end > 0) fn(ctx, 0, end);
-    pthread_mutex_lock(&pool.lock);
-    while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.lock);
-    pthread_mutex_unlock(&pool.lock);
+    __atomic_store_n(&pool.done, 0, __ATOMIC_RELAXED);
+    const uint64_t ticket = (uint64_t)gen << 40 | (uint64_t)(nt - 1) << 32 | chunks << 16;
+    __atomic_store_n(&pool.ticket, ticket, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pool.sleepers, __ATOMIC_SEQ_CST) > 0) {
+        pthread_mutex_lock(&pool.lock);
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    run_chunks(gen);
+    /* Only chunks a worker has claimed remain; if that worker lost its core,
+     * yield so it can finish on ours. */
+    for (int s = 0; __atomic_load_n(&pool.done, __ATOMIC_ACQUIRE) < (int64_t)chunks; s++) {
+        if (s < 4096) cpu_relax();
+        else sched_yield();
+    }
     pthread_mutex_unlock(&pool.busy);
 }
 

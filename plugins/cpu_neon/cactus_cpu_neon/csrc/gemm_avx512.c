@@ -1,0 +1,206 @@
+/* Float linear on AVX-512: the prefill microkernel for weights decoded into
+ * packed panels, and the decode (matrix-vector) loop for 16/32-bit rows.
+ *
+ * Prefill is compute-bound.  Through SIMDe the NEON 4x4 tile of linear.c runs
+ * on 128-bit vectors and reached ~43 GFLOP/s per core on the 2-core EPYC,
+ * near the 128-bit FMA peak; llama.cpp's prefill is twice as fast.  Where the
+ * compiler targets AVX-512, decoded weight panels go through this
+ * outer-product kernel instead: 8 rows of x times 32 weight rows, 16 zmm
+ * accumulators, each x value broadcast from memory and each panel vector
+ * used eight times.  On arm64 NEON is the native width and linear.c's tile
+ * stays.
+ *
+ * The panel holds kc steps of 32 weights: panel[k * 32 + j] is weight row
+ * n0 + j at input k0 + k (rows past N are zero).  cn_gemm_panels drives it
+ * for any weight format through a fill callback (float rows in linear.c,
+ * CQ in cq.c, int4/int8 in affine.c). */
+#include "neon_common.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+int cn_gemm_avx512_available(void) { return 1; }
+
+/* y[m, n0 + j] (+)= sum_k x[m, k0 + k] * panel[k, j] for 8 rows from m. */
+static void tile8(const float *x, int64_t ldx, const float *panel, int64_t kc, float *y, int64_t ldy,
+                  __mmask16 m0, __mmask16 m1, int accumulate) {
+    __m512 c[8][2];
+    for (int i = 0; i < 8; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 w0 = _mm512_loadu_ps(panel + 32 * k), w1 = _mm512_loadu_ps(panel + 32 * k + 16);
+        for (int i = 0; i < 8; i++) {
+            const __m512 xv = _mm512_set1_ps(x[i * ldx + k]);
+            c[i][0] = _mm512_fmadd_ps(xv, w0, c[i][0]);
+            c[i][1] = _mm512_fmadd_ps(xv, w1, c[i][1]);
+        }
+    }
+    for (int i = 0; i < 8; i++) {
+        float *yr = y + i * ldy;
+        if (accumulate) {
+            c[i][0] = _mm512_add_ps(c[i][0], _mm512_maskz_loadu_ps(m0, yr));
+            c[i][1] = _mm512_add_ps(c[i][1], _mm512_maskz_loadu_ps(m1, yr + 16));
+        }
+        _mm512_mask_storeu_ps(yr, m0, c[i][0]);
+        _mm512_mask_storeu_ps(yr + 16, m1, c[i][1]);
+    }
+}
+
+/* The same for one row (the last M % 8 rows). */
+static void tile1(const float *x, const float *panel, int64_t kc, float *y, __mmask16 m0, __mmask16 m1,
+                  int accumulate) {
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0;
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 xv = _mm512_set1_ps(x[k]);
+        c0 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(panel + 32 * k), c0);
+        c1 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(panel + 32 * k + 16), c1);
+    }
+    if (accumulate) {
+        c0 = _mm512_add_ps(c0, _mm512_maskz_loadu_ps(m0, y));
+        c1 = _mm512_add_ps(c1, _mm512_maskz_loadu_ps(m1, y + 16));
+    }
+    _mm512_mask_storeu_ps(y, m0, c0);
+    _mm512_mask_storeu_ps(y + 16, m1, c1);
+}
+
+void cn_gemm_panel_avx512(const float *x, int64_t M, int64_t K, int64_t k0, int64_t kc,
+                          const float *panel, float *y, int64_t N, int64_t n0, int accumulate) {
+    const int64_t cols = CN_MIN(32, N - n0);
+    const __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
+    const __mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffff : cols > 16 ? (1u << (cols - 16)) - 1 : 0);
+    int64_t m = 0;
+    for (; m + 8 <= M; m += 8) tile8(x + m * K + k0, K, panel, kc, y + m * N + n0, N, m0, m1, accumulate);
+    for (; m < M; m++) tile1(x + m * K + k0, panel, kc, y + m * N + n0, m0, m1, accumulate);
+}
+
+/* rows[32][ld] (the first kc columns) to panel[kc][32].  16 x 16 blocks are
+ * transposed in registers (four rounds of shuffles, a quarter of an
+ * instruction per float), the kc % 16 tail one value at a time. */
+static void transpose_rows(const float *rows, int64_t ld, int64_t kc, float *panel) {
+    int64_t k = 0;
+    for (; k + 16 <= kc; k += 16)
+        for (int h = 0; h < 2; h++) {
+            __m512 r[16], t[16];
+            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(rows + (16 * h + i) * ld + k);
+            for (int i = 0; i < 16; i += 2) {
+                t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 16; i += 4)
+                for (int j = 0; j < 2; j++) {
+                    r[i + j] = _mm512_shuffle_ps(t[i + j], t[i + j + 2], _MM_SHUFFLE(1, 0, 1, 0));
+                    r[i + j + 2] = _mm512_shuffle_ps(t[i + j], t[i + j + 2], _MM_SHUFFLE(3, 2, 3, 2));
+                }
+            for (int i = 0; i < 16; i += 8)
+                for (int j = 0; j < 4; j++) {
+                    t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], _MM_SHUFFLE(2, 0, 2, 0));
+                    t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], _MM_SHUFFLE(3, 1, 3, 1));
+                }
+            for (int j = 0; j < 8; j++) {
+                r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], _MM_SHUFFLE(2, 0, 2, 0));
+                r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], _MM_SHUFFLE(3, 1, 3, 1));
+            }
+            /* r[c] now holds column k + col[c] of the 16 rows (the shuffles swap 1 and 2 in each 4) */
+            static const int col[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+            for (int c = 0; c < 16; c++) _mm512_storeu_ps(panel + (k + col[c]) * 32 + 16 * h, r[c]);
+        }
+    for (; k < kc; k++)
+        for (int j = 0; j < 32; j++) panel[k * 32 + j] = rows[j * ld + k];
+}
+
+/* Output panels [p0, p1) of 32 columns: fill decodes kc inputs of each weight
+ * row, contiguously, into a row buffer that is then transposed into the panel
+ * (once per call: every row of x meets each panel).  Decoding rows in order
+ * and transposing in registers costs a fraction of writing each decoded value
+ * to its panel slot directly (a store every 128 bytes): the fill took ~14% of
+ * a 256-token CQ4 GEMM that way. */
+void cn_gemm_panels(const float *x, int64_t M, int64_t K, int64_t N, const float *bias, float *y,
+                    int64_t kc_max, cn_panel_fill fill, const void *ctx, int64_t p0, int64_t p1) {
+    float *panel = (float *)malloc(sizeof(float) * 64 * (size_t)kc_max);
+    if (!panel) return; /* callers check an allocation of this size first (cn_gemm_panels_fit) */
+    float *rows_buf = panel + 32 * kc_max;
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t n0 = 32 * p, rows = CN_MIN(32, N - n0);
+        for (int64_t k0 = 0; k0 < K; k0 += kc_max) {
+            const int64_t kc = CN_MIN(kc_max, K - k0);
+            for (int64_t j = 0; j < rows; j++) fill(ctx, n0 + j, k0, k0 + kc, rows_buf + j * kc_max);
+            for (int64_t j = rows; j < 32; j++) memset(rows_buf + j * kc_max, 0, sizeof(float) * (size_t)kc);
+            transpose_rows(rows_buf, kc_max, kc, panel);
+            cn_gemm_panel_avx512(x, M, K, k0, kc, panel, y, N, n0, k0 > 0);
+        }
+        if (bias)
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t j = 0; j < rows; j++) y[m * N + n0 + j] += bias[n0 + j];
+    }
+    free(panel);
+}
+
+int cn_gemm_panels_fit(int64_t kc_max) {
+    void *probe = malloc(sizeof(float) * 64 * (size_t)kc_max);
+    free(probe);
+    return probe != NULL;
+}
+
+/* ---- decode: float32 / float16 / bfloat16 rows -------------------------
+ * One row at a time, four zmm accumulators: a single sequential stream per
+ * thread is what the hardware prefetcher follows best.  linear.c's 4-row
+ * NEON kernel read the 297 MiB float16 head of Qwen3-0.6B at ~10 GB/s on one
+ * core; a one-row zmm loop reached ~18 GB/s in the same C test, close to a
+ * plain integer sum of the same bytes (~20-22 GB/s at the time). */
+CN_INLINE __m512 load16(const void *w, int64_t k, const int wt, __mmask16 m) {
+    if (wt == CN_F32) return _mm512_maskz_loadu_ps(m, (const float *)w + k);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)w + k);
+    if (wt == CN_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* bf16: the top half */
+}
+
+CN_INLINE void gemv_rows(const float *x, int64_t K, const void *w, const int wt, const float *bias, float *y,
+                         int64_t n0, int64_t n1) {
+    const size_t row_bytes = (size_t)K * (wt == CN_F32 ? 4 : 2);
+    for (int64_t n = n0; n < n1; n++) {
+        const void *r = (const char *)w + (size_t)n * row_bytes;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t k = 0;
+        for (; k + 64 <= K; k += 64) {
+            a0 = _mm512_fmadd_ps(load16(r, k, wt, 0xffff), _mm512_loadu_ps(x + k), a0);
+            a1 = _mm512_fmadd_ps(load16(r, k + 16, wt, 0xffff), _mm512_loadu_ps(x + k + 16), a1);
+            a2 = _mm512_fmadd_ps(load16(r, k + 32, wt, 0xffff), _mm512_loadu_ps(x + k + 32), a2);
+            a3 = _mm512_fmadd_ps(load16(r, k + 48, wt, 0xffff), _mm512_loadu_ps(x + k + 48), a3);
+        }
+        for (; k < K; k += 16) {
+            const __mmask16 m = (__mmask16)(K - k >= 16 ? 0xffff : (1u << (K - k)) - 1);
+            a0 = _mm512_fmadd_ps(load16(r, k, wt, m), _mm512_maskz_loadu_ps(m, x + k), a0);
+        }
+        y[n] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))) +
+               (bias ? bias[n] : 0.0f);
+    }
+}
+
+void cn_gemv_avx512(const float *x, int64_t K, const void *w, int wt, const float *bias, float *y, int64_t n0,
+                    int64_t n1) {
+    if (wt == CN_F32) gemv_rows(x, K, w, CN_F32, bias, y, n0, n1);
+    else if (wt == CN_F16) gemv_rows(x, K, w, CN_F16, bias, y, n0, n1);
+    else gemv_rows(x, K, w, CN_BF16, bias, y, n0, n1);
+}
+
+#else
+
+int cn_gemm_avx512_available(void) { return 0; }
+int cn_gemm_panels_fit(int64_t kc_max) {
+    (void)kc_max;
+    return 0;
+}
+void cn_gemv_avx512(const float *x, int64_t K, const void *w, int wt, const float *bias, float *y, int64_t n0,
+                    int64_t n1) {
+    (void)x, (void)K, (void)w, (void)wt, (void)bias, (void)y, (void)n0, (void)n1;
+}
+void cn_gemm_panels(const float *x, int64_t M, int64_t K, int64_t N, const float *bias, float *y,
+                    int64_t kc_max, cn_panel_fill fill, const void *ctx, int64_t p0, int64_t p1) {
+    (void)x, (void)M, (void)K, (void)N, (void)bias, (void)y, (void)kc_max, (void)fill, (void)ctx;
+    (void)p0, (void)p1;
+}
+void cn_gemm_panel_avx512(const float *x, int64_t M, int64_t K, int64_t k0, int64_t kc,
+                          const float *panel, float *y, int64_t N, int64_t n0, int accumulate) {
+    (void)x, (void)M, (void)K, (void)k0, (void)kc, (void)panel, (void)y, (void)N, (void)n0, (void)accumulate;
+}
+
+#endif
