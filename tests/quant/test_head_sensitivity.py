@@ -96,3 +96,23 @@ def test_convert_cli_plans_mixed_precision_from_measured_kl(src, tmp_path):
     rep = json.loads(p.stdout)
     assert rep["scheme"] == "cq3.26" and rep["allocation_source"] == "measured"
     assert rep["bits_per_weight"] <= 3.26 + 1e-9 and rep["head"] == "int8"
+
+
+def test_a_tied_head_written_twice_is_stored_once(src, tmp_path):
+    """Some exporters save lm_head.weight beside the tied embedding; the bundle keeps one."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    dup = tmp_path / "dup"
+    shutil.copytree(src, dup)
+    assert json.loads((dup / "config.json").read_text())["tie_word_embeddings"]
+    weights = load_file(str(dup / "model.safetensors"))
+    weights["lm_head.weight"] = weights["model.embed_tokens.weight"].copy()
+    save_file(weights, str(dup / "model.safetensors"))
+    once = convert(src, tmp_path / "once", bits=4, progress=False, head="int8")
+    twice = convert(dup, tmp_path / "twice", bits=4, progress=False, head="int8")
+    assert "lm_head.weight" not in load_file(str(tmp_path / "twice" / "model.safetensors"))
+    assert twice["bundle_bytes"] == once["bundle_bytes"]
+    np.testing.assert_array_equal(cactus.load(str(tmp_path / "twice"), backend="numpy_ref").logits(IDS),
+                                  cactus.load(str(tmp_path / "once"), backend="numpy_ref").logits(IDS))
