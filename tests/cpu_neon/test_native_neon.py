@@ -68,27 +68,26 @@ def test_native_neon_kernels_match_scalar_reference(tmp_path):
     assert "native NEON: yes" in out and "thread pool" in out, out
 
 
-def test_portable_simde_build_matches_scalar_reference(tmp_path):
+def _host_simde(why_skip_on_arm: str) -> tuple[str, str]:
+    """The host C compiler and SIMDe's include folder (skips where either is missing)."""
     if platform.machine().lower() in ("aarch64", "arm64"):
-        pytest.skip("SIMDe is not used on arm64")
+        pytest.skip(why_skip_on_arm)
     simde_py = pytest.importorskip("simde_py", reason="needs the SIMDe headers: pip install simde-py")
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler")
+    return cc, simde_py.get_include()
+
+
+def test_portable_simde_build_matches_scalar_reference(tmp_path):
+    cc, include = _host_simde("SIMDe is not used on arm64")
     # Built without OpenMP, so this also runs the POSIX thread pool of runtime.c.
-    out = _run_harness(cc, [], str(tmp_path / "simde_harness"), extra=["-I", simde_py.get_include()],
-                       openmp=False)
+    out = _run_harness(cc, [], str(tmp_path / "simde_harness"), extra=["-I", include], openmp=False)
     assert "native NEON: no (SIMDe)" in out and "thread pool" in out, out
 
 
 def test_host_native_build_matches_scalar_reference(tmp_path):
-    if platform.machine().lower() in ("aarch64", "arm64"):
-        pytest.skip("covered by the native NEON test on arm64")
-    simde_py = pytest.importorskip("simde_py", reason="needs the SIMDe headers: pip install simde-py")
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler")
+    cc, include = _host_simde("covered by the native NEON test on arm64")
     # Built with OpenMP (CACTUS_OPENMP=1 builds), so that threading path runs too.
-    out = _run_harness(cc, [], str(tmp_path / "native_harness"),
-                       extra=["-march=native", "-I", simde_py.get_include()])
+    out = _run_harness(cc, [], str(tmp_path / "native_harness"), extra=["-march=native", "-I", include])
     assert "native NEON: no (SIMDe)" in out, out
