@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import cactus_core as cactus
-from tinymodel import make_chat_model
+from tinymodel import edited_copy, make_chat_model
 
 pytest.importorskip("cactus_quant", reason="the quantizer plugin is not installed (pip install ./quant)")
 
@@ -95,13 +95,7 @@ def test_unsupported_architecture(src, tmp_path):
 
 
 def test_missing_tensor_leaves_no_bundle(src, tmp_path):
-    from safetensors.numpy import load_file, save_file
-
-    d = tmp_path / "broken"
-    shutil.copytree(src, d)
-    t = load_file(str(d / "model.safetensors"))
-    del t["model.layers.0.mlp.down_proj.weight"]
-    save_file(t, str(d / "model.safetensors"))
+    d = edited_copy(src, tmp_path / "broken", lambda t: t.pop("model.layers.0.mlp.down_proj.weight"))
     out = tmp_path / "o"
     one_line_error(cactus_cli("convert", str(d), str(out)), "missing tensor")
     assert not out.exists()

@@ -13,7 +13,7 @@ import transformers
 
 import cactus_core as cactus
 from cactus_core.errors import ModelLoadError
-from tinymodel import make_chat_model
+from tinymodel import edited_copy, make_chat_model
 
 RESPONSE_FIELDS = {
     "success", "error", "response", "function_calls", "confidence", "confidence_threshold",
@@ -191,13 +191,7 @@ def test_shapes_that_do_not_match_config(tmp_path, model_dir):
 
 
 def test_missing_tensor(tmp_path, model_dir):
-    from safetensors.numpy import load_file, save_file
-
-    d = tmp_path / "m"
-    shutil.copytree(model_dir, d)
-    tensors = load_file(str(d / "model.safetensors"))
-    del tensors["model.layers.1.mlp.up_proj.weight"]
-    save_file(tensors, str(d / "model.safetensors"))
+    d = edited_copy(model_dir, tmp_path / "m", lambda t: t.pop("model.layers.1.mlp.up_proj.weight"))
     with pytest.raises(ModelLoadError, match="missing tensor 'model.layers.1.mlp.up_proj.weight'"):
         cactus.load(str(d))
 

@@ -64,3 +64,18 @@ def make_chat_model(path, arch: str = "qwen3", seed: int = 0, max_positions: int
         raise ValueError(arch)
     model.eval().save_pretrained(path, safe_serialization=True)
     return str(path)
+
+
+def edited_copy(src, dst, edit) -> str:
+    """Copy checkpoint ``src`` to ``dst`` and let ``edit(tensors)`` change its weights in place
+    (a missing tensor, a duplicated one...): the broken checkpoints of the bad-input tests."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "model.safetensors")
+    tensors = load_file(path)
+    edit(tensors)
+    save_file(tensors, path)
+    return str(dst)

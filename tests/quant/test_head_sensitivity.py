@@ -100,16 +100,12 @@ def test_convert_cli_plans_mixed_precision_from_measured_kl(src, tmp_path):
 
 def test_a_tied_head_written_twice_is_stored_once(src, tmp_path):
     """Some exporters save lm_head.weight beside the tied embedding; the bundle keeps one."""
-    import shutil
+    from safetensors.numpy import load_file
+    from tinymodel import edited_copy
 
-    from safetensors.numpy import load_file, save_file
-
-    dup = tmp_path / "dup"
-    shutil.copytree(src, dup)
-    assert json.loads((dup / "config.json").read_text())["tie_word_embeddings"]
-    weights = load_file(str(dup / "model.safetensors"))
-    weights["lm_head.weight"] = weights["model.embed_tokens.weight"].copy()
-    save_file(weights, str(dup / "model.safetensors"))
+    dup = edited_copy(src, tmp_path / "dup",
+                      lambda t: t.__setitem__("lm_head.weight", t["model.embed_tokens.weight"].copy()))
+    assert json.loads((tmp_path / "dup" / "config.json").read_text())["tie_word_embeddings"]
     once = convert(src, tmp_path / "once", bits=4, progress=False, head="int8")
     twice = convert(dup, tmp_path / "twice", bits=4, progress=False, head="int8")
     assert "lm_head.weight" not in load_file(str(tmp_path / "twice" / "model.safetensors"))
