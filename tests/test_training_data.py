@@ -121,3 +121,20 @@ def test_fronted_adjuncts_keep_the_call(tmp_path):
     for c in fronted:  # the fronted phrase's value still reaches the arguments
         args = c["messages"][-3]["tool_calls"][0]["function"]["arguments"]
         assert args, c["messages"][-4]["content"]
+
+
+def test_word_noise_keeps_slots_cues_and_the_eval_splits(tmp_path):
+    """--noise perturbs training requests only; slots and tool cue words survive."""
+    rng = random.Random(4)
+    for _ in range(300):
+        out = intents.word_noise("please give me the directions to {dest} {mode}", "get_directions", rng, False)
+        assert out.endswith("to {dest} {mode}") and "directions" in out, out
+        assert out != "please give me the directions to {dest} {mode}"
+        kept = iter(intents.word_noise("switch the {room} lights off", "set_lights", rng, keep_words=True).split())
+        assert all(w in kept for w in "switch the {room} lights off".split())  # only insertions
+    clean, noisy = tmp_path / "clean", tmp_path / "noisy"
+    datagen.generate(clean, seed=6, n_train=200, n_val=50)
+    datagen.generate(noisy, seed=6, n_train=200, n_val=50, noise=1.0)
+    for split in ("val", "test"):  # evaluation data is identical with and without the drill
+        assert (clean / f"{split}.jsonl").read_text() == (noisy / f"{split}.jsonl").read_text()
+    assert (clean / "train.jsonl").read_text() != (noisy / "train.jsonl").read_text()

@@ -184,7 +184,7 @@ EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 
 
 
 def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6, front: float = 0.0,
-             token_words: list[str] | None = None) -> dict:
+             noise: float = 0.0, token_words: list[str] | None = None) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
@@ -198,6 +198,7 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         lists[s]["_synth"] = 0.0 if s == "test" else synth
         lists[s]["_tokens"] = token_words if s != "test" else None
         lists[s]["_front"] = front  # share of requests with a fronted adjunct (all splits alike)
+        lists[s]["_noise"] = noise if s == "train" else 0.0  # word-noise drill: training only
         lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"
                                      for x in v for w in x.lower().split() if w.isalpha()})
     stats = {}

@@ -178,11 +178,75 @@ _ARG_OF = {
 _INT_ARGS = {"brightness", "level"}
 
 
+# Words that carry no request meaning, for insertions by the word-noise drill.
+_NEUTRAL = ("just", "maybe", "actually", "kindly", "like", "uh", "um", "really", "quickly", "basically", "please",
+            "now", "so", "you know", "sort of", "ok", "hmm", "quick")
+_VOCAB_CACHE: dict[str, list[str]] = {}
+
+
+def _tool_words(intent: str) -> list[str]:
+    """The literal words of an intent's *training* patterns (never val/test ones)."""
+    words = _VOCAB_CACHE.get(intent)
+    if words is None:
+        rng, seen = random.Random(0), set()
+        for tpl in templates_for(intent, "train"):
+            pattern = tpl if isinstance(tpl, str) else tpl[0]
+            for _ in range(30):
+                seen.update(w for w in realize(pattern, rng).split() if "{" not in w and w.isalpha())
+        words = _VOCAB_CACHE[intent] = sorted(seen)
+    return words
+
+
+def _is_cue(word: str) -> bool:
+    """A word found in the training phrasings of at most two tools ("alarm", "directions"):
+    it may be what names the tool, so the drill never removes or replaces it."""
+    if not _CUE_COUNT:
+        for intent in TEMPLATES:
+            for w in _tool_words(intent):
+                _CUE_COUNT[w.lower()] = _CUE_COUNT.get(w.lower(), 0) + 1
+    return _CUE_COUNT.get(word.lower(), 0) <= 2
+
+
+_CUE_COUNT: dict[str, int] = {}
+
+
+def word_noise(text: str, intent: str, rng: random.Random, keep_words: bool) -> str:
+    """Drop, swap or insert one or two literal words of a template before it is filled.
+
+    A training-only drill against learning each structure by heart: the request must
+    still be recognised with a word missing, with another word of the same tool's
+    phrasings in its place, or with a filler word inserted. Only common words go or get
+    replaced, never a tool's cue words, slots, or the word right before a slot (it marks
+    where the value starts); insertions never touch a slot either. Templates
+    whose wording fixes a constant argument (off, unlock, mute) and templates without
+    slots only get insertions.
+    """
+    words = text.split(" ")
+    for _ in range(rng.choice((1, 1, 2))):
+        free = [i for i, w in enumerate(words) if "{" not in w and w.isalpha() and not _is_cue(w)
+                and not (i + 1 < len(words) and "{" in words[i + 1])]
+        op = rng.random()
+        if keep_words or len(free) < 2 or op < 0.34:
+            # never right before or after a slot: the value's edges stay where they were
+            spots = [j for j in range(len(words) + 1) if (j == len(words) or "{" not in words[j])
+                     and (j == 0 or "{" not in words[j - 1])]
+            if spots:
+                words.insert(rng.choice(spots), rng.choice(_NEUTRAL))
+        elif op < 0.67 and len(words) > 2:
+            del words[rng.choice(free)]
+        else:
+            i = rng.choice(free)
+            words[i] = rng.choice([w for w in _tool_words(intent) if w != words[i]])
+    return " ".join(words)
+
+
 def fill(intent: str, rng: random.Random, L: dict, split: str) -> tuple[str, dict]:
     """One request for `intent` from the split's templates: (user text, arguments)."""
     tpl = rng.choice(templates_for(intent, split))
     pattern, const = (tpl, {}) if isinstance(tpl, str) else tpl
     text = realize(pattern, rng)
+    if L.get("_noise") and rng.random() < L["_noise"]:  # training split only (datagen)
+        text = word_noise(text, intent, rng, keep_words=bool(const) or "{" not in text)
     if L.get("_front") and rng.random() < L["_front"]:  # off by default: keeps the published splits
         text = front_adjunct(text) or text
     vals = slot_values(rng, L)
