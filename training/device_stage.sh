@@ -4,10 +4,18 @@
 # Trains from INIT on fresh data of SEED for BUDGET_S seconds, evaluates on validation
 # and test, and leaves the log, the evaluations, the curve and the checkpoint (a tar
 # cut into 12 MB parts, the device returns files of at most 16 MiB) in OUTDIR.
+# With BASELINE=DIR set, that checkpoint is evaluated on the same validation and test
+# data too (baseline_val.json, baseline_test.json), for a like-for-like comparison.
 set -euo pipefail
 outdir=$1; init=$2; seed=$3; budget=$4; lr=$5; shift 5
 run=$(mktemp -d)
 python -m training.train --seed "$seed" --init "$init" --out "$run" --steps 0 --time-budget "$budget" \
     --lr "$lr" --warmup 100 --no-preflight "$@"
+if [ -n "${BASELINE:-}" ]; then
+    python -m training.evaluate --model "$BASELINE" --data "$run"/data --split val --limit 800 \
+        --out "$outdir"/baseline_val.json > /dev/null  # the same 800 as the stage's own val_eval
+    python -m training.evaluate --model "$BASELINE" --data "$run"/data --split test \
+        --out "$outdir"/baseline_test.json > /dev/null
+fi
 cp "$run"/train_log.jsonl "$run"/eval.json "$run"/val_eval.json "$run"/loss.png "$outdir"/
 tar -C "$run" -czf - model | split -b 12M - "$outdir"/model.tgz.part-

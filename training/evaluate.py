@@ -80,7 +80,7 @@ def generate(tok, model, prompts: list[str], max_new_tokens: int = 160, batch_si
 
 def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int | None = None,
              batch_size: int = 64, max_new_tokens: int = 160) -> dict:
-    """Accuracy per category on the test split, plus a few examples."""
+    """Accuracy per category on the test split, and every example (up to 2000) with its expected answer."""
     tok, model = load(model_dir, device)
     rows = [json.loads(line) for line in open(test_path)]
     if limit:  # keep every category represented
@@ -110,9 +110,11 @@ def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int |
         for k in ("name_ok", "names_ok", "reply_exact", "calls_found", "calls_wanted"):
             if k in v:
                 c[k] = c.get(k, 0) + int(v[k])
-        if len(examples) < 400:
+        if len(examples) < 2000:
+            want = [json.dumps(_norm_args(tc["function"]), sort_keys=True) for tc in target.get("tool_calls") or []]
             examples.append({"category": r["category"], "user": r["messages"][[i for i, m in enumerate(r["messages"])
-                            if m["role"] == "user"][-1]]["content"], "output": text, "ok": bool(v["exact"])})
+                            if m["role"] == "user"][-1]]["content"], "output": text, "ok": bool(v["exact"]),
+                             "want": want or target.get("content")})
     for c in res["by_category"].values():
         c["accuracy"] = round(c["exact"] / c["n"], 4)
     res["examples"] = examples
