@@ -1,0 +1,39 @@
+#!/bin/bash
+# Several GPU stages side by side, one per GPU, as run on the lent multi-GPU H200s:
+#   training/device_sweep.sh OUTDIR KEEP 'NAME INIT SEED BUDGET_S LR [flags]' ...
+# Each quoted spec runs training/device_stage.sh on its own GPU (the first one also
+# scores $BASELINE when set). Afterwards the KEEP variants with the most exact answers
+# on validation keep their checkpoints; every log and evaluation goes into one
+# results.tgz, since the device returns at most 8 files.
+set -uo pipefail
+outdir=$1; keep=$2; shift 2
+gpu=0
+for spec in "$@"; do
+    read -r name init seed budget lr flags <<< "$spec"
+    mkdir -p "$outdir/$name"
+    base=""; [ $gpu -eq 0 ] && base=${BASELINE:-}
+    # shellcheck disable=SC2086
+    CUDA_VISIBLE_DEVICES=$gpu BASELINE=$base bash training/device_stage.sh "$outdir/$name" "$init" "$seed" \
+        "$budget" "$lr" $flags > "$outdir/$name/stage.log" 2>&1 &
+    gpu=$((gpu + 1))
+done
+wait
+python3 - "$outdir" "$keep" <<'EOF'
+import json, pathlib, sys
+out, keep = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+score = {}
+for d in sorted(p for p in out.iterdir() if p.is_dir()):
+    try:
+        ev = json.loads((d / "val_eval.json").read_text())["by_category"]
+        score[d.name] = sum(c["exact"] for c in ev.values())
+    except (OSError, KeyError, ValueError):
+        score[d.name] = -1
+ranked = sorted(score, key=score.get, reverse=True)
+print("validation exact:", {k: score[k] for k in ranked})
+for name in ranked[keep:]:
+    for part in (out / name).glob("model.tgz.part-*"):
+        part.unlink()
+(out / "ranking.json").write_text(json.dumps({k: score[k] for k in ranked}))
+EOF
+cd "$outdir" && tar -czf results.tgz --exclude='model.tgz.part-*' ./*/ ranking.json && \
+    find . -mindepth 2 ! -name 'model.tgz.part-*' -type f -delete
