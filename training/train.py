@@ -215,6 +215,8 @@ def main(argv=None) -> None:
     ap.add_argument("--eval-limit", type=int, default=0, help="test conversations to evaluate (0: all)")
     ap.add_argument("--front", type=float, default=0.0,
                     help="share of requests whose trailing time/day/place adjunct moves to the front")
+    ap.add_argument("--synth", type=float, default=0.6,
+                    help="share of train/val conversations whose open-class values are invented (copy drill)")
     ap.add_argument("--noise", type=float, default=0.0,
                     help="share of training requests with a word dropped, swapped or inserted (word-noise drill)")
     ap.add_argument("--val-eval", type=int, default=800, help="validation conversations to evaluate (0: none)")
@@ -252,7 +254,7 @@ def main(argv=None) -> None:
     pieces = sorted({p.lstrip("Ġ") for p in tok.get_vocab() if p.lstrip("Ġ").isalpha() and p.lstrip("Ġ").isascii()
                      and len(p.lstrip("Ġ")) >= 2})
     stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None,
-                             front=args.front, noise=args.noise)
+                             front=args.front, noise=args.noise, synth=args.synth)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len)
