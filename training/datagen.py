@@ -195,7 +195,8 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
     for s in lists:
         lists[s]["languages"] = LANGUAGES  # closed class: shared by all splits
         # invented names and word salad only where we train and tune, never in test
-        lists[s]["_synth"] = 0.0 if s == "test" else synth
+        # (validation keeps the default share, so runs with other --synth stay comparable on it)
+        lists[s]["_synth"] = {"train": synth, "val": 0.6, "test": 0.0}[s]
         lists[s]["_tokens"] = token_words if s != "test" else None
         lists[s]["_front"] = front  # share of requests with a fronted adjunct (all splits alike)
         lists[s]["_noise"] = noise if s == "train" else 0.0  # word-noise drill: training only
