@@ -138,3 +138,22 @@ def test_word_noise_keeps_slots_cues_and_the_eval_splits(tmp_path):
     for split in ("val", "test"):  # evaluation data is identical with and without the drill
         assert (clean / f"{split}.jsonl").read_text() == (noisy / f"{split}.jsonl").read_text()
     assert (clean / "train.jsonl").read_text() != (noisy / "train.jsonl").read_text()
+
+
+def test_mix_and_turns_change_only_the_training_split(tmp_path):
+    """--mix and --turns reshape the training conversations; validation and test stay put."""
+    base, tuned = tmp_path / "base", tmp_path / "tuned"
+    datagen.generate(base, seed=8, n_train=400, n_val=40)
+    datagen.generate(tuned, seed=8, n_train=400, n_val=40, mix=(0, 0, 1, 0, 0), turns=(0, 0, 1))
+    for split in ("val", "test"):
+        assert (base / f"{split}.jsonl").read_text() == (tuned / f"{split}.jsonl").read_text()
+    convs = [json.loads(line) for line in open(tuned / "train.jsonl")]
+    assert {c["category"] for c in convs} == {"oos"}
+    assert all(sum(m["role"] == "user" for m in c["messages"]) == 3 for c in convs)
+
+
+def test_train_cli_rejects_bad_shares():
+    from training import train
+    for bad in (["--mix", "0.5,0.5"], ["--turns", "a,b,c"], ["--mix", "0,0,0,0,0"]):
+        with pytest.raises(SystemExit):
+            train.main(["--out", "/nonexistent", *bad])

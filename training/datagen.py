@@ -54,6 +54,8 @@ CONNECTORS = [". ", " and ", ", then ", ". Also ", ", and ", " and then ", ". Af
 QUESTION_WORDS = {"what", "what's", "how", "how's", "will", "is", "do", "does", "should", "am", "any", "where",
                   "who", "when", "i", "i'm", "i'd", "can", "could", "please", "we", "we're", "tell", "my", "give"}
 CATEGORIES = ("single", "multi", "oos", "missing", "chat")
+MIX = (0.40, 0.22, 0.10, 0.10, 0.18)  # share of each category per exchange
+TURNS = (0.6, 0.3, 0.1)  # share of conversations with 1, 2, 3 exchanges
 
 
 def _split_choice(rng: random.Random, options: list[str], split: str) -> str:
@@ -117,8 +119,8 @@ def _oos_request(rng: random.Random, L: dict) -> str:
 
 def conversation(rng: random.Random, L: dict, split: str, last: str | None = None) -> dict:
     """One conversation of 1-3 exchanges; `last` forces the category of the final one."""
-    n = rng.choices([1, 2, 3], [0.6, 0.3, 0.1])[0]
-    kinds = [rng.choices(CATEGORIES, [0.40, 0.22, 0.10, 0.10, 0.18])[0] for _ in range(n)]
+    n = rng.choices([1, 2, 3], L.get("_turns") or TURNS)[0]
+    kinds = [rng.choices(CATEGORIES, L.get("_mix") or MIX)[0] for _ in range(n)]
     if last:
         kinds[-1] = last
     names = list(TOOLS)
@@ -184,11 +186,13 @@ EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 
 
 
 def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6, front: float = 0.0,
-             noise: float = 0.0, token_words: list[str] | None = None) -> dict:
+             noise: float = 0.0, mix: tuple | None = None, turns: tuple | None = None,
+             token_words: list[str] | None = None) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
-    from them); test data never uses invented values.
+    from them); test data never uses invented values. noise, mix (category shares, see
+    MIX) and turns (shares of 1-3 exchanges, see TURNS) change the training split only.
     """
     out.mkdir(parents=True, exist_ok=True)
     lists = split_lists()
@@ -200,6 +204,8 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         lists[s]["_tokens"] = token_words if s != "test" else None
         lists[s]["_front"] = front  # share of requests with a fronted adjunct (all splits alike)
         lists[s]["_noise"] = noise if s == "train" else 0.0  # word-noise drill: training only
+        lists[s]["_mix"] = mix if s == "train" else None
+        lists[s]["_turns"] = turns if s == "train" else None
         lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"
                                      for x in v for w in x.lower().split() if w.isalpha()})
     stats = {}

@@ -190,6 +190,17 @@ def plot(history: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _shares(text: str) -> tuple[float, ...]:
+    """'0.4,0.2,...' -> a tuple of non-negative weights (argparse type)."""
+    try:
+        vals = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if any(v < 0 for v in vals) or not sum(vals):
+        raise argparse.ArgumentTypeError(f"shares must be non-negative and not all zero: {text!r}")
+    return vals
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="train the default model end to end")
     ap.add_argument("--seed", type=int, default=0)
@@ -219,8 +230,15 @@ def main(argv=None) -> None:
                     help="share of train/val conversations whose open-class values are invented (copy drill)")
     ap.add_argument("--noise", type=float, default=0.0,
                     help="share of training requests with a word dropped, swapped or inserted (word-noise drill)")
+    ap.add_argument("--mix", type=_shares, default=None,
+                    help="training shares of single,multi,oos,missing,chat exchanges (default 0.40,0.22,0.10,0.10,0.18)")
+    ap.add_argument("--turns", type=_shares, default=None,
+                    help="training shares of conversations with 1,2,3 exchanges (default 0.6,0.3,0.1)")
     ap.add_argument("--val-eval", type=int, default=800, help="validation conversations to evaluate (0: none)")
     args = ap.parse_args(argv)
+    for name, want in (("mix", 5), ("turns", 3)):
+        if getattr(args, name) and len(getattr(args, name)) != want:
+            ap.error(f"--{name} takes {want} shares, got {len(getattr(args, name))}")
 
     import torch
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -254,7 +272,7 @@ def main(argv=None) -> None:
     pieces = sorted({p.lstrip("Ġ") for p in tok.get_vocab() if p.lstrip("Ġ").isalpha() and p.lstrip("Ġ").isascii()
                      and len(p.lstrip("Ġ")) >= 2})
     stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None,
-                             front=args.front, noise=args.noise, synth=args.synth)
+                             front=args.front, noise=args.noise, synth=args.synth, mix=args.mix, turns=args.turns)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len)
