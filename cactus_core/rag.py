@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import sys
+import time
 import uuid
 from typing import Any, Optional, Sequence
 
@@ -92,7 +93,8 @@ def _embedder_id(embedder: Any) -> str:
 class RagIndex:
     """A persistent, incrementally updated vector index of a corpus directory."""
 
-    def __init__(self, corpus_dir: str, embedder: Any, chunk_size: int = 800, overlap: int = 160, k: int = 4):
+    def __init__(self, corpus_dir: str, embedder: Any, chunk_size: int = 800, overlap: int = 160, k: int = 4,
+                 refresh_interval: Optional[float] = 2.0):
         self.corpus_dir = os.path.abspath(corpus_dir)
         self.index_dir = os.path.join(self.corpus_dir, INDEX_DIR)
         self.embedder = resolve_embedder(embedder)
@@ -101,6 +103,10 @@ class RagIndex:
         self.rows: list[tuple[str, int]] = []  # matrix row -> (relative path, chunk number)
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.last_refresh: dict[str, int] = {}
+        # augment() re-scans the corpus at most this often (seconds; None: never)
+        self.refresh_interval = refresh_interval
+        self._checked = time.monotonic()
+        self._skipped: dict[str, tuple[int, int]] = {}  # unreadable files, as (mtime_ns, size)
 
     @classmethod
     def open(cls, corpus_dir: str, embedder: Any = None, **options: Any) -> "RagIndex":
@@ -121,6 +127,7 @@ class RagIndex:
         dirty = not os.path.exists(os.path.join(self.index_dir, MANIFEST))
         files: dict[str, dict] = {}
         pending: list[tuple[str, list[str]]] = []  # files whose chunks need embedding
+        self._skipped = {}
         for rel, path in self._corpus_files():
             try:
                 st = os.stat(path)
@@ -136,6 +143,11 @@ class RagIndex:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
                 log.warning("skipping unreadable corpus file %s: %s", path, reason)
                 stats["skipped"] += 1
+                try:  # remembered, so the next check does not take it for a new file
+                    st = os.stat(path)
+                    self._skipped[rel] = (st.st_mtime_ns, st.st_size)
+                except OSError:
+                    pass
                 continue
             digest = hashlib.sha256(data).hexdigest()
             entry = {"mtime_ns": st.st_mtime_ns, "size": st.st_size, "sha256": digest}
@@ -156,7 +168,27 @@ class RagIndex:
         if dirty or pending or stats["removed"]:
             self._save()
         self.last_refresh = stats
+        self._checked = time.monotonic()
         return stats
+
+    def changed_on_disk(self) -> bool:
+        """Whether a corpus file was added, removed, resized or touched since the last
+        refresh: one stat per file, no reads."""
+        listed = 0
+        for rel, path in self._corpus_files():
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue  # gone between the walk and the stat: the count below notices
+            stamp = (st.st_mtime_ns, st.st_size)
+            entry = self.files.get(rel)
+            if entry is not None:
+                if (entry["mtime_ns"], entry["size"]) != stamp:
+                    return True
+                listed += 1
+            elif self._skipped.get(rel) != stamp:  # new, or an unreadable file that changed
+                return True
+        return listed != len(self.files)
 
     def _corpus_files(self) -> list[tuple[str, str]]:
         found = []
@@ -297,6 +329,10 @@ class RagIndex:
         Returns the new message list (the input is not modified) and the sources
         ``[{source, chunk, score}]``; the format is in docs/rag.md.
         """
+        if self.refresh_interval is not None and time.monotonic() - self._checked >= self.refresh_interval:
+            self._checked = time.monotonic()
+            if self.changed_on_disk():  # files added, edited or removed while the engine ran
+                self.refresh()
         question = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), None)
         if not isinstance(question, str) or not question.strip() or not self.rows:
             return list(messages), []

@@ -233,3 +233,28 @@ def test_exact_search_over_100k_chunks_is_fast():
     per_query = (time.perf_counter() - t) / 5
     assert top[0][0] == 4242 and [s for _, s in top] == sorted((s for _, s in top), reverse=True)
     assert per_query < 0.5, f"{per_query * 1000:.0f} ms per query at 100k chunks"
+
+
+def test_augment_picks_up_files_changed_while_running(corpus):
+    """A running engine sees corpus edits at its next request (at most every refresh_interval s)."""
+    emb = WordEmbedder()
+    index = RagIndex.open(str(corpus), embedder=emb, refresh_interval=0.0)
+    ask = [{"role": "user", "content": "What is the capital of Germany?"}]
+    assert not index.changed_on_disk()
+    embedded = len(emb.texts)
+    index.augment(ask)
+    assert len(emb.texts) == embedded + 1  # only the question: nothing re-embedded when nothing changed
+    (corpus / "berlin.md").write_text("Berlin is the capital of Germany.", encoding="utf-8")
+    assert index.changed_on_disk()
+    _, sources = index.augment(ask)
+    assert sources[0]["source"] == "berlin.md" and index.last_refresh["added"] == 1
+    (corpus / "berlin.md").unlink()
+    _, sources = index.augment(ask)
+    assert "berlin.md" not in {s["source"] for s in sources} and index.last_refresh["removed"] == 1
+    (corpus / "bad.txt").write_bytes(b"\xff\xfe not utf-8 \xff")  # skipped once, not rescanned forever
+    index.augment(ask)
+    assert index.last_refresh["skipped"] == 1 and not index.changed_on_disk()
+    still = RagIndex.open(str(corpus), embedder=emb, refresh_interval=None)
+    (corpus / "late.md").write_text("Late news.", encoding="utf-8")
+    still.augment(ask)
+    assert "late.md" not in still.files  # refresh_interval=None: only refresh() updates it
