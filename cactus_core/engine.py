@@ -228,7 +228,8 @@ class Engine:
             if tier is not None:  # small local -> large local -> ... -> cloud
                 answer = tier.complete(messages, tools, max_tokens=params.max_tokens,
                                        temperature=params.temperature, cloud=cloud,
-                                       cloud_timeout_ms=cloud_timeout_ms, on_token=on_token)
+                                       cloud_timeout_ms=cloud_timeout_ms, on_token=on_token,
+                                       tool_choice=_openai_tool_choice(forced))
                 if answer["success"]:
                     handed.update(answer)
                     result["tier"] = answer["tier"]
@@ -244,7 +245,7 @@ class Engine:
                 handed.update(handoff.call_cloud(
                     config, messages, tools, max_tokens=params.max_tokens,
                     temperature=params.temperature, timeout_s=timeout_s, on_token=on_token,
-                    redact=self.options.get("redact", True)))
+                    redact=self.options.get("redact", True), tool_choice=forced))
             except CactusError as exc:  # the local answer is the fallback, never lost
                 result["cloud_handoff_reason"] = handoff.error_reason(exc)
                 result["cloud_error"] = str(exc)
@@ -340,6 +341,13 @@ def _empty_result(engine: Engine) -> dict:
         "decode_tokens": 0, "total_tokens": 0, "model": engine.name, "backend": engine.backend,
         "finish_reason": None, "tier": engine.name,
     }
+
+
+def _openai_tool_choice(forced: Optional[str]) -> Any:
+    """The engine's forced call ("" any tool, else a name) back in OpenAI's form, for a next tier."""
+    if forced is None:
+        return None
+    return "required" if forced == "" else {"type": "function", "function": {"name": forced}}
 
 
 def _positive_int(value: Any, name: str) -> int:

@@ -156,8 +156,12 @@ def error_reason(exc: CactusError) -> str:
 
 
 def call_cloud(config: dict, messages: list[dict], tools: Optional[list], *, max_tokens: int,
-               temperature: float, timeout_s: float, on_token, redact: Any = True) -> dict:
-    """Send the (redacted) conversation to the configured provider; raise CloudError on failure."""
+               temperature: float, timeout_s: float, on_token, redact: Any = True,
+               tool_choice: Optional[str] = None) -> dict:
+    """Send the (redacted) conversation to the configured provider; raise CloudError on failure.
+
+    ``tool_choice`` is the engine's forced call (``""`` any tool, else a name); it is
+    passed only when set, so providers written before it keep working."""
     name = config.get("provider", "openai")
     providers = plugins.cloud_providers()
     if name not in providers:
@@ -167,8 +171,9 @@ def call_cloud(config: dict, messages: list[dict], tools: Optional[list], *, max
     redactor = Redactor(kinds)
     safe = redactor.messages(messages)
     provider = providers[name](config)
+    forced = {} if tool_choice is None else {"tool_choice": tool_choice}
     answer = provider.complete(safe, tools, max_tokens=max_tokens, temperature=temperature,
-                               timeout_s=timeout_s, on_token=on_token)
+                               timeout_s=timeout_s, on_token=on_token, **forced)
     calls = []
     for c in answer.get("function_calls") or []:
         args = c.get("arguments", {})

@@ -182,3 +182,44 @@ def test_keys_never_in_errors_or_logs(engine, server, no_key_leaks):
     r = engine.complete(USER, max_tokens=3)
     local_only(r)
     no_key_leaks(json.dumps(r), repr(engine.options.get("cloud", {}).get("model")))
+
+
+@pytest.mark.parametrize("choice,wire", [
+    ("required", "required"),
+    ({"type": "function", "function": {"name": "send_message"}},
+     {"type": "function", "function": {"name": "send_message"}}),
+])
+def test_forced_tool_choice_reaches_the_cloud(engine, server, choice, wire):
+    """A request that must call a tool keeps that demand when the cloud answers it."""
+    call = {"id": "c1", "type": "function", "function": {"name": "send_message", "arguments": "{}"}}
+    server.script(chat_reply(content=None, tool_calls=[call]))
+    short = [{"role": "user", "content": "Text Bob"}]  # the tiny model's context is 512 tokens
+    r = engine.complete(short, tools=TOOLS, max_tokens=8, tool_choice=choice)
+    assert r["cloud_handoff"] and r["function_calls"][0]["name"] == "send_message", r
+    assert server.requests[0].json["tool_choice"] == wire
+    server.script(chat_reply())
+    engine.complete(short, tools=TOOLS, max_tokens=8)  # auto: nothing forced on the wire
+    assert "tool_choice" not in server.requests[1].json
+
+
+@pytest.mark.parametrize("provider,name,key,want", [
+    ("anthropic", "send_message", "tool_choice", {"type": "tool", "name": "send_message"}),
+    ("anthropic", "", "tool_choice", {"type": "any"}),
+    ("gemini", "send_message", "toolConfig",
+     {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["send_message"]}}),
+    ("gemini", "", "toolConfig", {"functionCallingConfig": {"mode": "ANY"}}),
+])
+def test_forced_tool_choice_in_each_providers_wire_format(make_provider, provider, name, key, want):
+    p = make_provider(provider)
+    body = p.request_body(USER, [], 8, 0.0, False)
+    p.force_tool(body, name)
+    assert body[key] == want
+
+
+def test_forced_tool_choice_must_name_an_offered_tool(make_provider):
+    from cactus_core.errors import CloudError
+
+    p = make_provider("openai")
+    for tools, choice in ((TOOLS, "make_call"), (None, ""), (TOOLS, 3)):
+        with pytest.raises(CloudError, match="tool_choice"):
+            p.complete(USER, tools, max_tokens=8, temperature=0.0, timeout_s=1.0, tool_choice=choice)

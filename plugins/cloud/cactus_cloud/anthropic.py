@@ -63,6 +63,9 @@ class AnthropicProvider(Provider):
             body["stream"] = True
         return body
 
+    def force_tool(self, body: dict, name: str) -> None:
+        body["tool_choice"] = {"type": "tool", "name": name} if name else {"type": "any"}
+
     def translate(self, messages: list[dict]) -> tuple[str, list[dict]]:
         """OpenAI messages -> (system text, Anthropic turns)."""
         system, turns = [], []

@@ -75,6 +75,10 @@ class Provider:
     ) -> dict:
         raise NotImplementedError
 
+    def force_tool(self, body: dict, name: str) -> None:
+        """Make ``body`` demand a tool call: of tool ``name``, or of any tool when ``""``."""
+        raise NotImplementedError
+
     def parse(self, data: Any) -> dict:
         raise NotImplementedError
 
@@ -96,12 +100,15 @@ class Provider:
         temperature: float,
         timeout_s: float,
         on_token: Optional[Callable[[str], Any]] = None,
+        tool_choice: Optional[str] = None,
     ) -> dict:
         """Send the conversation; ``{"response", "function_calls", "model"}``.
 
         ``timeout_s`` bounds the whole call, retries included.  With
         ``on_token`` the reply is streamed and each text delta passed to it;
         an exception raised by ``on_token`` propagates unchanged.
+        ``tool_choice`` forces a call: ``""`` of any tool, a name of that tool
+        (``None``: the model decides).
         """
         if not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s) or timeout_s <= 0:
             raise CloudError(f"{self.name}: timeout_s must be a positive number of seconds")
@@ -114,6 +121,11 @@ class Provider:
         tools_ = msgs.check_tools(self.name, tools)
         stream = on_token is not None
         body = self.request_body(messages, tools_, max_tokens, float(temperature), stream)
+        if tool_choice is not None:
+            if not isinstance(tool_choice, str) or not tools_ or (
+                    tool_choice and tool_choice not in {t.name for t in tools_}):
+                raise CloudError(f"{self.name}: tool_choice must name one of the tools (or be '' for any)")
+            self.force_tool(body, tool_choice)
         if not stream:
             return self.parse(self._transport.post_json(self.url(False), body, budget))
         with self._transport.stream(self.url(True), body, budget) as lines:

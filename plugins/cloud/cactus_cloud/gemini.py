@@ -65,6 +65,12 @@ class GeminiProvider(Provider):
             ]
         return body
 
+    def force_tool(self, body: dict, name: str) -> None:
+        config: dict[str, Any] = {"mode": "ANY"}
+        if name:
+            config["allowedFunctionNames"] = [name]
+        body["toolConfig"] = {"functionCallingConfig": config}
+
     def translate(self, messages: list[dict]) -> tuple[str, list[dict]]:
         """OpenAI messages -> (system text, Gemini contents)."""
         names = msgs.tool_names_by_id(messages)

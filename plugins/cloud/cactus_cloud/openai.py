@@ -56,6 +56,9 @@ class OpenAIProvider(Provider):
             body["stream"] = True
         return body
 
+    def force_tool(self, body: dict, name: str) -> None:
+        body["tool_choice"] = {"type": "function", "function": {"name": name}} if name else "required"
+
     def _wire_message(self, m: dict) -> dict:
         out = {k: v for k, v in m.items() if k not in ("tool_calls", "function_call")}
         if m.get("role") == "assistant" and (m.get("tool_calls") or m.get("function_call")):
