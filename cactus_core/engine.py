@@ -186,7 +186,7 @@ class Engine:
     def _complete(self, result, t0, messages, tools, forced, on_token, cloud, cloud_timeout_ms,
                   confidence_threshold, params: SamplingParams) -> None:
         from .chat_template import validate_messages
-        from .tool_calls import CallMarkupFilter, forced_call_prefix, split_reasoning
+        from .tool_calls import CallMarkupFilter, forced_call_constraint, forced_call_prefix, split_reasoning
 
         if self.generator is None:
             raise BadRequestError(f"{self.name} is an embedding model; use embed(), not complete()")
@@ -194,13 +194,14 @@ class Engine:
         if self.rag is not None:
             messages, result["sources"] = self.rag.augment(messages)
         prompt = self.tokenizer.encode_chat(messages, tools=tools, add_generation_prompt=True)
-        opening = ""
+        opening, constraint = "", None
         if forced is not None:  # the model continues an opened call: it cannot answer in text
             try:
                 opening = forced_call_prefix(self.tokenizer.tool_call_style, forced or None)
             except ValueError as exc:
                 raise BadRequestError(f"tool_choice: {exc}") from None
             prompt = prompt + self.tokenizer.encode(opening, add_special_tokens=False)
+            constraint = forced_call_constraint(self.tokenizer.tool_call_style, opening, tools)
         limit = self.context_length
         if len(prompt) >= limit:
             raise BadRequestError(
@@ -266,7 +267,8 @@ class Engine:
 
         self.model.capture = tuple(getattr(self.router(), "layers", ()))
         gen = self.generator.generate(prompt, params, stream.feed, on_text=local_on_token,
-                                      after_prefill=after_prefill, flush=stream.flush)
+                                      after_prefill=after_prefill, flush=stream.flush, constraint=constraint,
+                                      token_text=self._token_text)
         result["prefill_tokens"] = gen.prefill_tokens
         result["prefill_tps"] = round(gen.prefill_tokens / gen.prefill_s, 2) if gen.prefill_s > 0 else 0.0
         if handed:
@@ -279,7 +281,8 @@ class Engine:
             result["time_to_first_token_ms"] = round((time.perf_counter() - t0) * 1000.0, 3)
             result["finish_reason"] = handed.get("finish_reason") or "stop"
         else:
-            text, reasoning = split_reasoning(opening + gen.text)
+            closing = constraint.closing if constraint is not None and constraint.done else ""
+            text, reasoning = split_reasoning(opening + gen.text + closing)
             content, calls = self.tokenizer.parse_tool_calls(text, tools=tools)
             if markup is not None and (tail := markup.finish(has_calls=bool(calls))):
                 on_token(tail)
@@ -292,6 +295,14 @@ class Engine:
             result["decode_tps"] = round(len(gen.tokens) / gen.decode_s, 2) if gen.decode_s > 0 else 0.0
             result["finish_reason"] = "tool_calls" if calls else gen.finish_reason
         result["total_tokens"] = result["prefill_tokens"] + result["decode_tokens"]
+
+    def _token_text(self, token: int) -> str:
+        """One token's own text (for constrained decoding), cached per token."""
+        cache = self.__dict__.setdefault("_token_texts", {})
+        text = cache.get(token)
+        if text is None:
+            text = cache[token] = self.tokenizer.decode([token])
+        return text
 
     # --- embeddings and scoring ---------------------------------------------------
     def embed(self, texts: Sequence[str]) -> np.ndarray:

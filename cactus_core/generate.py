@@ -188,6 +188,8 @@ class Generator:
         on_text: Optional[Callable[[str], bool | None]] = None,
         after_prefill: Optional[Callable[[np.ndarray], bool]] = None,
         flush: Optional[Callable[[], str]] = None,
+        constraint: Any = None,
+        token_text: Optional[Callable[[int], str]] = None,
     ) -> GenerationResult:
         """Prefill then decode until EOS, a stop string, ``max_tokens`` or the context end.
 
@@ -196,6 +198,9 @@ class Generator:
         ``after_prefill(logits)`` may return ``False`` to skip decoding (the
         router decided to hand off); ``flush()`` returns text the detokeniser
         still holds (an incomplete character) once decoding ends.
+        ``constraint`` (a :class:`cactus_core.constrain.CallConstraint`) limits each
+        step to the tokens it allows, judged on ``token_text(token)``, and ends
+        decoding when it is satisfied.
         """
         res = GenerationResult()
         rng = np.random.default_rng(params.seed)
@@ -213,6 +218,8 @@ class Generator:
         emitted = 0
         t1 = time.perf_counter()
         while True:
+            if constraint is not None:
+                logits = constraint.mask(logits, token_text)
             tok = sample(logits, params, history, rng)
             if not res.tokens:
                 res.time_to_first_token_ms = (time.perf_counter() - t0) * 1000.0
@@ -222,6 +229,8 @@ class Generator:
             res.tokens.append(tok)
             history.append(tok)
             text += decode(tok)
+            if constraint is not None:
+                constraint.advance(token_text(tok))
             hit = _find_stop(text, params.stop)
             if hit is not None:
                 text = text[:hit]
@@ -234,6 +243,9 @@ class Generator:
                 if on_text(piece) is False:
                     res.finish_reason = "cancelled"
                     break
+            if constraint is not None and constraint.done:
+                res.finish_reason = "stop"
+                break
             if len(res.tokens) >= params.max_tokens:
                 res.finish_reason = "length"
                 break

@@ -293,12 +293,25 @@ class CallMarkupFilter:
         return out
 
 
+def forced_call_constraint(style: str, opening: str, tools: list[dict]):
+    """A :class:`cactus_core.constrain.CallConstraint` for a call forced with ``opening``,
+    or None for a style whose calls are not JSON (gemma's ``tool_code``)."""
+    from .constrain import CallConstraint
+
+    if style == "qwen":
+        return CallConstraint(opening.removeprefix("<tool_call>\n"), tools, closing="\n</tool_call>")
+    if style == "llama3":
+        return CallConstraint(opening, tools, args_key="parameters")
+    return None
+
+
 def forced_call_prefix(style: str, name: str | None = None) -> str:
     """Text that opens the assistant turn so the model can only go on with a call.
 
     ``tool_choice: "required"`` opens the call markup; a named function also writes
     the call's name, so the model fills in just the arguments. This is how the
-    choice is enforced without a grammar: the decoder never gets to pick plain text.
+    choice is enforced: the decoder never gets to pick plain text, and for the JSON
+    styles :func:`forced_call_constraint` keeps what follows valid JSON.
     The opening stops before the space that follows a colon: tokenizers glue that
     space to the next token, and a prompt ending in a bare space derails the model.
     """
