@@ -12,7 +12,7 @@ small subset of JSON Schema (``type``, ``properties``, ``required``, ``items``,
 ``enum``), so a token is tested by feeding its characters to a copy of the state: no
 grammar compilation, no vocabulary-wide tables. Candidate tokens are tried in order
 of their logits; the first one usually passes. Strings (1000 characters), numbers (32),
-runs of whitespace (8), arrays and free-form objects (64 items) have a size cap, so
+runs of whitespace (16, room for pretty-printed JSON), arrays and free-form objects (64 items) have a size cap, so
 even a model that never wants to stop ends up with a whole call.
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ class SchemaJson:
     ``schema``; ``tools`` maps tool names to their parameter schemas for ``BY_NAME``."""
 
     def __init__(self, schema: Optional[dict] = None, tools: Optional[dict] = None,
-                 max_string: int = 1000, max_items: int = 64, max_space: int = 8):
+                 max_string: int = 1000, max_items: int = 64, max_space: int = 16):
         self.schema, self.tools = schema, tools or {}
         self.max_string, self.max_items, self.max_space = max_string, max_items, max_space
         self.space = 0  # whitespace characters in a row, outside strings

@@ -395,3 +395,29 @@ def test_tool_choice_reaches_the_engine(server, engine, monkeypatch):
         client.chat.completions.create(model="m", messages=HI, tools=TOOLS, max_tokens=4,
                                        tool_choice={"type": "function", "function": {"name": "nope"}})
     assert err.value.body["param"] == "tool_choice" and "not among" in err.value.body["message"]
+
+
+def test_forced_call_from_an_untrained_model_is_a_valid_tool_call(server):
+    """With tool_choice, even the random test model answers with a call whose arguments
+    parse and follow the schema (constrained decoding), streamed or not."""
+    volume = [{"type": "function", "function": {"name": "set_volume", "description": "Set the volume",
+               "parameters": {"type": "object", "properties": {"level": {"type": "integer"}},
+                              "required": ["level"]}}}]
+    client = server.client()
+    choice = {"type": "function", "function": {"name": "set_volume"}}
+    r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], tools=volume,
+                                       tool_choice=choice, max_tokens=120)
+    (call,) = r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "tool_calls" and call.function.name == "set_volume"
+    assert isinstance(json.loads(call.function.arguments)["level"], int)
+    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], tools=volume,
+                                            tool_choice=choice, max_tokens=120, stream=True)
+    name, args, finish = "", "", None
+    for chunk in stream:
+        delta = chunk.choices[0].delta
+        for tc in delta.tool_calls or []:
+            name += tc.function.name or ""
+            args += tc.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert name == "set_volume" and finish == "tool_calls"
+    assert isinstance(json.loads(args)["level"], int)
