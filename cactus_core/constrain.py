@@ -21,6 +21,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from .errors import BadRequestError
+
 _WS = " \t\n\r"
 _LITERALS = {"t": "true", "f": "false", "n": "null"}
 _ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/"}
@@ -246,7 +248,11 @@ class SchemaJson:
         top = self.frames[-1]
         if top.kind != kind:
             return False
-        if kind == "{" and not set((top.schema or {}).get("required") or ()) <= set(top.seen):
+        schema = top.schema or {}
+        required = set(schema.get("required") or ())
+        if "properties" in schema:  # a required key the schema never declares cannot be written
+            required &= set(schema["properties"])
+        if kind == "{" and not required <= set(top.seen):
             return False  # a required key is still missing
         self.frames.pop()
         self._close_value()
@@ -337,7 +343,8 @@ class CallConstraint:
             if self.allows(self._text(int(tok), token_text)):
                 out[tok] = logits[tok]
                 return out
-        raise ValueError("no token of the vocabulary can continue the forced tool call")
+        raise BadRequestError("tool_choice: no token of the model's vocabulary can continue the forced call "
+                              "under this tool's parameter schema")
 
     def _text(self, tok: int, token_text: Callable[[int], str]) -> str:
         text = self._texts.get(tok)

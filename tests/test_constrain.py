@@ -112,3 +112,18 @@ def test_forced_call_from_an_untrained_model_parses(random_engine, choice):
     assert call["name"] in ("set_alarm", "get_weather")
     if isinstance(choice, dict):
         assert call["name"] == "get_weather" and isinstance(call["arguments"]["city"], str)
+
+
+def test_odd_schemas_give_a_call_or_a_one_line_error(random_engine):
+    """A required key that is never declared is not demanded; an enum nothing can match is
+    a clear error, not a traceback."""
+    odd = [{"type": "function", "function": {"name": "f", "description": "", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "ghost"]}}}]
+    r = random_engine.complete([{"role": "user", "content": "hi"}], tools=odd, tool_choice="required",
+                               max_tokens=300, seed=1)
+    assert r["success"] and r["function_calls"][0]["name"] == "f", r
+    empty_enum = [{"type": "function", "function": {"name": "g", "description": "", "parameters": {
+        "type": "object", "properties": {"mode": {"type": "string", "enum": []}}, "required": ["mode"]}}}]
+    r = random_engine.complete([{"role": "user", "content": "hi"}], tools=empty_enum, tool_choice="required",
+                               max_tokens=300, seed=1)
+    assert not r["success"] and r["error"].startswith("tool_choice:") and "\n" not in r["error"]
