@@ -326,17 +326,24 @@ class CallConstraint:
         if not self.state.feed(piece):
             raise ValueError(f"token {piece!r} breaks the forced call")
 
-    def mask(self, logits: np.ndarray, token_text: Callable[[int], str], first: int = 64) -> np.ndarray:
+    def mask(self, logits: np.ndarray, token_text: Callable[[int], str], first: int = 64,
+             greedy: bool = False) -> np.ndarray:
         """``logits`` with every token that may not come next set to ``-inf``.
 
         The ``first`` most likely tokens are tested, then (if none passes) the rest in
-        order of likelihood until one does.
+        order of likelihood until one does. ``greedy`` keeps only the most likely
+        allowed token, found by testing in order of likelihood (usually one test).
         """
         out = np.full(logits.shape, -np.inf, dtype=np.float64)
         k = min(first, logits.size)
-        for tok in np.argpartition(-logits, k - 1)[:k]:
+        top = np.argpartition(-logits, k - 1)[:k]
+        if greedy:
+            top = top[np.argsort(-logits[top], kind="stable")]
+        for tok in top:
             if self.allows(self._text(int(tok), token_text)):
                 out[tok] = logits[tok]
+                if greedy:
+                    return out
         if np.isfinite(out).any():
             return out
         for tok in np.argsort(-logits, kind="stable")[k:]:
@@ -351,3 +358,35 @@ class CallConstraint:
         if text is None:
             text = self._texts[tok] = token_text(tok)
         return text
+
+
+class CallWatcher:
+    """Constrains every call a model opens on its own (``tool_choice`` auto).
+
+    Plain text is left alone; from the call markup's opening (``<tool_call>`` for
+    Qwen) to the end of the call's JSON object, a :class:`CallConstraint` applies,
+    then the model writes the closing markup itself and may go on or open another
+    call. Decoding never ends because of it (``done`` is always False).
+    """
+
+    done = False
+
+    def __init__(self, tools: Sequence[dict], opening: str = "<tool_call>", args_key: str = "arguments"):
+        self.tools, self.opening, self.args_key = tools, opening, args_key
+        self.tail = ""  # the last characters of plain text, to spot the opening
+        self.active: Optional[CallConstraint] = None
+
+    def mask(self, logits: np.ndarray, token_text: Callable[[int], str], greedy: bool = False) -> np.ndarray:
+        if self.active is None:
+            return logits
+        return self.active.mask(logits, token_text, greedy=greedy)
+
+    def advance(self, piece: str) -> None:
+        if self.active is not None:
+            self.active.advance(piece)
+            if self.active.done:
+                self.active, self.tail = None, ""
+            return
+        self.tail = (self.tail + piece)[-len(self.opening):]
+        if self.tail == self.opening:
+            self.active = CallConstraint("", self.tools, args_key=self.args_key)

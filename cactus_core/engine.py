@@ -186,7 +186,8 @@ class Engine:
     def _complete(self, result, t0, messages, tools, forced, on_token, cloud, cloud_timeout_ms,
                   confidence_threshold, params: SamplingParams) -> None:
         from .chat_template import validate_messages
-        from .tool_calls import CallMarkupFilter, forced_call_constraint, forced_call_prefix, split_reasoning
+        from .tool_calls import (CallMarkupFilter, call_watcher, forced_call_constraint, forced_call_prefix,
+                                 split_reasoning)
 
         if self.generator is None:
             raise BadRequestError(f"{self.name} is an embedding model; use embed(), not complete()")
@@ -202,6 +203,8 @@ class Engine:
                 raise BadRequestError(f"tool_choice: {exc}") from None
             prompt = prompt + self.tokenizer.encode(opening, add_special_tokens=False)
             constraint = forced_call_constraint(self.tokenizer.tool_call_style, opening, tools)
+        elif tools and self.options.get("constrain_calls", True):  # calls the model opens itself
+            constraint = call_watcher(self.tokenizer.tool_call_style, tools)
         limit = self.context_length
         if len(prompt) >= limit:
             raise BadRequestError(

@@ -219,7 +219,8 @@ class Generator:
         t1 = time.perf_counter()
         while True:
             if constraint is not None:
-                logits = constraint.mask(logits, token_text)
+                greedy = params.temperature <= 0 and params.repetition_penalty == 1.0
+                logits = constraint.mask(logits, token_text, greedy=greedy)
             tok = sample(logits, params, history, rng)
             if not res.tokens:
                 res.time_to_first_token_ms = (time.perf_counter() - t0) * 1000.0

@@ -305,6 +305,14 @@ def forced_call_constraint(style: str, opening: str, tools: list[dict]):
     return None
 
 
+def call_watcher(style: str, tools: list[dict]):
+    """A :class:`cactus_core.constrain.CallWatcher` that constrains the calls a model opens
+    on its own, or None where calls have no opening markup to spot (llama3, gemma)."""
+    from .constrain import CallWatcher
+
+    return CallWatcher(tools, "<tool_call>") if style == "qwen" else None
+
+
 def forced_call_prefix(style: str, name: str | None = None) -> str:
     """Text that opens the assistant turn so the model can only go on with a call.
 

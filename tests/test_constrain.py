@@ -127,3 +127,33 @@ def test_odd_schemas_give_a_call_or_a_one_line_error(random_engine):
     r = random_engine.complete([{"role": "user", "content": "hi"}], tools=empty_enum, tool_choice="required",
                                max_tokens=300, seed=1)
     assert not r["success"] and r["error"].startswith("tool_choice:") and "\n" not in r["error"]
+
+
+def test_call_watcher_constrains_only_inside_calls_the_model_opens():
+    from cactus_core.constrain import CallWatcher
+
+    tok = train_tokenizer()
+    texts = [tok.decode([i]) for i in range(tok.get_vocab_size())]
+    watcher = CallWatcher(TOOLS)
+    logits = np.random.default_rng(1).normal(size=len(texts))
+    for piece in ["Sure, ", "<tool", "_call>"]:  # plain text is never touched
+        assert watcher.mask(logits, texts.__getitem__) is logits
+        watcher.advance(piece)
+    assert watcher.active.allows('\n{"name": "get_weather"') and not watcher.active.allows('\n{"name": "nope"')
+    for piece in ["\n", '{"name": "get_weather", ', '"arguments": {"city": "Oslo"}']:
+        masked = watcher.mask(logits, texts.__getitem__)
+        assert np.isneginf(masked).sum() > len(texts) // 2  # most tokens are ruled out inside a call
+        watcher.advance(piece)
+    watcher.advance("}")
+    assert watcher.active is None and watcher.mask(logits, texts.__getitem__) is logits
+    watcher.advance("\n</tool_call>\n<tool_call>")  # a second call arms it again
+    assert watcher.active is not None and not watcher.done
+
+
+def test_greedy_mask_keeps_the_most_likely_allowed_token():
+    tok = train_tokenizer()
+    texts = [tok.decode([i]) for i in range(tok.get_vocab_size())]
+    logits = np.random.default_rng(2).normal(size=len(texts))
+    full = CallConstraint("", TOOLS).mask(logits, texts.__getitem__)
+    greedy = CallConstraint("", TOOLS).mask(logits, texts.__getitem__, greedy=True)
+    assert np.isfinite(greedy).sum() == 1 and int(np.argmax(greedy)) == int(np.argmax(full))
