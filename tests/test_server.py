@@ -56,7 +56,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def chat_dir(tmp_path_factory):
-    return make_chat_model(tmp_path_factory.mktemp("srv") / "tiny-chat")
+    return make_chat_model(tmp_path_factory.mktemp("srv") / "tiny-chat", max_positions=1024)
 
 
 @pytest.fixture(scope="module")
