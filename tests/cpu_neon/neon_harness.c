@@ -233,6 +233,8 @@ static void test_attention(int64_t L, int64_t S, int64_t off, int64_t window, fl
 /* CQ: random codes, scales and codebook; reference decodes the bit stream bit by bit.
  * With rotate, the kernel also applies the input rotation x' = H(x * signs)
  * (blocks of 64), which the reference does with the Sylvester matrix. */
+static int cq_bf16 = 0; /* ask test_cq's prefill for bfloat16 products (AVX512_BF16 only) */
+
 static void test_cq(int bits, int d, int64_t M, int64_t group, int rotate) {
     const int64_t N = 150, K = 256, nv = K / d, stride = (nv * bits + 7) / 8, block = 64;
     uint8_t *codes = calloc((size_t)(N * stride), 1);
@@ -269,11 +271,15 @@ static void test_cq(int bits, int d, int64_t M, int64_t group, int rotate) {
                 for (int e = 0; e < d; e++) want[m * N + n] += s * cb[code * d + e] * xr[m * K + v * d + e];
         }
     int rc = cn_cq_linear(x, M, K, codes, stride, bits, d, scales, group, cb, rotate ? signs : NULL,
-                          block, N, NULL, y);
+                          block, N, NULL, y, cq_bf16);
     char name[80];
-    snprintf(name, sizeof name, "cq linear %d-bit codes of %d-vectors group %lld M=%lld%s", bits, d,
-             (long long)group, (long long)M, rotate ? " rotated" : "");
+    const int inexact = cq_bf16 && M > 1 && cn_gemm_bf16_available();
+    snprintf(name, sizeof name, "cq linear %d-bit codes of %d-vectors group %lld M=%lld%s%s", bits, d,
+             (long long)group, (long long)M, rotate ? " rotated" : "", inexact ? " bf16" : "");
+    double big = 0;
+    for (int64_t i = 0; i < M * N; i++) big = fmax(big, fabs(want[i]));
     if (rc) failures++, printf("FAIL %s: rejected\n", name);
+    else if (inexact) check(name, y, want, M * N, 0, 1e-2 * big); /* 8-bit mantissas: ~2e-3 */
     else check(name, y, want, M * N, 1e-5, 1e-5);
     free(codes); free(scales); free(cb); free(x); free(y); free(want); free(signs); free(xr);
 }
@@ -356,9 +362,84 @@ static void test_quant_embedding(void) {
     free(codes); free(cb); free(signs); free(sc); free(bi); free(out); free(want);
 }
 
+/* CQ decode with int8 activations (cn_cq_linear_i8) against two references:
+ * the same int8 arithmetic done here in double (x quantized per scale group,
+ * the codebook per table; tight, it catches any layout slip), and the exact
+ * product (loose: the two int8 roundings cost about 1e-2). */
+static void test_cq_i8(int bits, int d, int64_t K, int64_t N, int64_t group, int64_t M, int rotate) {
+    const int64_t nv = K / d, stride = (nv * bits + 7) / 8, block = 64, ng = K / group, E = 1 << bits;
+    uint8_t *codes = malloc((size_t)(N * stride));
+    uint16_t *scales = malloc(2 * (size_t)(N * ng));
+    float *cb = fill(d * E, 1), *x = fill(M * K, 1), *y = fill(M * N, 0), *b = fill(N, 1);
+    float *signs = malloc(sizeof(float) * (size_t)K), *xr = malloc(sizeof(float) * (size_t)(M * K));
+    double *want = calloc((size_t)(M * N), 8), *exact = calloc((size_t)(M * N), 8);
+    int8_t *cbq = malloc((size_t)(d * E));
+    float amax = 0;
+    for (int64_t i = 0; i < d * E; i++) cb[i] = (float)half_ref(to_half(cb[i])), amax = fmaxf(amax, fabsf(cb[i]));
+    const float cbs = amax / 127.0f;
+    for (int64_t c = 0; c < E; c++) /* planes: component e of entry c at e * E + c */
+        for (int e = 0; e < d; e++) cbq[e * E + c] = (int8_t)lrintf(cb[d * c + e] / cbs);
+    for (int64_t k = 0; k < K; k++) signs[k] = rotate && frand() < 0 ? -1.0f : 1.0f;
+    for (int64_t m = 0; m < M; m++) /* the rotation in float, as the kernel does it */
+        for (int64_t k = 0; k < K; k++) {
+            double acc = 0;
+            const int64_t b0 = k / block * block;
+            for (int64_t j = b0; j < b0 + block && rotate; j++)
+                acc += (__builtin_popcountll((unsigned long long)((k - b0) & (j - b0))) & 1 ? -1 : 1) *
+                       (double)x[m * K + j] * signs[j];
+            xr[m * K + k] = rotate ? (float)(acc / sqrt((double)block)) : x[m * K + k];
+        }
+    for (int64_t i = 0; i < N * stride; i++) codes[i] = (uint8_t)(frand() * 128 + 128);
+    for (int64_t i = 0; i < N * ng; i++) scales[i] = to_half(0.5f + 0.25f * frand());
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t g = 0; g < ng; g++) {
+            const float *xg = xr + m * K + g * group;
+            float xmax = 0;
+            for (int64_t i = 0; i < group; i++) xmax = fmaxf(xmax, fabsf(xg[i]));
+            const float inv = xmax > 0 ? 127.0f / xmax : 0.0f;
+            for (int64_t n = 0; n < N; n++) {
+                double dot = 0, ex = 0;
+                for (int64_t i = 0; i < group; i++) {
+                    const int64_t v = (g * group + i) / d, bit0 = v * bits;
+                    uint32_t code = 0;
+                    for (int bb = 0; bb < bits; bb++)
+                        code |= (uint32_t)((codes[n * stride + (bit0 + bb) / 8] >> ((bit0 + bb) % 8)) & 1) << bb;
+                    dot += (double)cbq[(i % d) * E + code] * nearbyintf(xg[i] * inv);
+                    ex += (double)cb[d * code + i % d] * xg[i];
+                }
+                const double s = half_ref(scales[n * ng + g]);
+                want[m * N + n] += s * dot * (double)(xmax / 127.0f) * cbs;
+                exact[m * N + n] += s * ex;
+            }
+        }
+    double big = 0;
+    for (int64_t i = 0; i < M * N; i++) {
+        want[i] += b[i % N], exact[i] += b[i % N];
+        big = fmax(big, fabs(exact[i]));
+    }
+    int rc = cn_cq_linear_i8(x, M, K, codes, stride, bits, d, scales, group, cbq, cbs, rotate ? signs : NULL,
+                             block, N, b, y);
+    char name[96];
+    snprintf(name, sizeof name, "cq int8-act %d-bit %d-vectors K=%lld group %lld M=%lld%s", bits, d, (long long)K,
+             (long long)group, (long long)M, rotate ? " rotated" : "");
+    if (rc) failures++, printf("FAIL %s: rc %d\n", name, rc);
+    else {
+        check(name, y, want, M * N, 0, 1e-3 * big);
+        snprintf(name + strlen(name), sizeof name - strlen(name), " vs exact");
+        check(name, y, exact, M * N, 0, 3e-2 * big);
+    }
+    free(codes); free(scales); free(cb); free(x); free(y); free(b); free(signs); free(xr); free(want); free(exact);
+    free(cbq);
+}
+
 int main(void) {
     printf("native NEON: %s\n", cn_native_neon() ? "yes" : "no (SIMDe)");
     printf("threads: %s\n", (const char *[]){"none", "OpenMP", "thread pool"}[cn_threading()]);
+#if defined(__ARM_FEATURE_DOTPROD)
+    printf("dot product instructions: yes\n"); /* cq_i8.c's vdotq_s32 path */
+#else
+    printf("dot product instructions: no\n");
+#endif
     cn_set_threads(3); /* an odd split; checks above CN_PAR_MIN_WORK run threaded */
     for (int wt = 0; wt < 3; wt++) {
         test_linear(1, 301, 37, wt);
@@ -386,6 +467,29 @@ int main(void) {
     test_cq(8, 2, 1, 128, 1);
     test_cq(8, 2, 37, 64, 1);
     test_cq(8, 4, 5, 64, 1);
+    /* bfloat16 prefill products where the CPU has them (exact elsewhere) */
+    cq_bf16 = 1;
+    test_cq(8, 2, 37, 64, 1);
+    test_cq(6, 2, 9, 128, 1);
+    test_cq(8, 4, 5, 64, 1);
+    test_cq(8, 2, 1, 128, 1); /* decode ignores the flag */
+    cq_bf16 = 0;
+    /* int8 activations: groups of whole 64-code chunks, partial chunks, several rows */
+    test_cq_i8(8, 2, 512, 67, 128, 1, 1);
+    test_cq_i8(6, 2, 512, 67, 128, 1, 1);
+    test_cq_i8(8, 2, 320, 37, 80, 1, 1);
+    test_cq_i8(6, 2, 576, 29, 96, 2, 1);
+    test_cq_i8(8, 2, 960, 45, 120, 1, 0);
+    test_cq_i8(6, 2, 256, 33, 256, 1, 1);
+    test_cq_i8(8, 4, 512, 67, 128, 1, 1); /* CQ2: half chunks */
+    test_cq_i8(8, 4, 512, 21, 256, 1, 1);
+    test_cq_i8(8, 4, 320, 19, 80, 2, 1);
+    {
+        const uint8_t c = 0; const uint16_t sc = 0; const int8_t q = 0; float out = 0, xx = 0;
+        const int rc = cn_cq_linear_i8(&xx, 1, 64, &c, 64, 8, 1, &sc, 64, &q, 1.0f, NULL, 64, 1, NULL, &out);
+        failures += rc != -1;
+        printf("%s cq int8-act rejects scalar codebooks (rc %d)\n", rc == -1 ? "ok  " : "FAIL", rc);
+    }
     printf("%d failure(s)\n", failures);
     return failures;
 }

@@ -349,3 +349,14 @@ def test_plugin_reports_unbuilt_kernels_in_one_line(register_plugin, monkeypatch
 def test_threads_follow_cactus_threads(neon_backend_class, monkeypatch):
     monkeypatch.setenv("CACTUS_THREADS", "1")
     assert neon_backend_class().threads == 1
+
+
+def test_cached_norm_weight_still_checks_its_length(neon, rng):
+    """Norm weights are cached per array; a later call with another width must still be refused."""
+    from cactus_cpu_neon.backend import KernelArgumentError
+
+    for dtype in (np.float32, np.float16):
+        w = np.ones(64, dtype)
+        neon.rms_norm(_rand(rng, 2, 64), w, 1e-6)
+        with pytest.raises(KernelArgumentError, match="64 values but the input has 32 channels"):
+            neon.rms_norm(_rand(rng, 2, 32), w, 1e-6)

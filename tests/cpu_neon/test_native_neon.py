@@ -1,12 +1,14 @@
 """The C kernels against scalar C references (neon_harness.c), outside Python:
 
 - the native NEON path (arm_neon.h, no SIMDe), cross-compiled for AArch64 and
-  run under qemu-aarch64 (or directly on an arm64 host);
+  run under qemu-aarch64 (or directly on an arm64 host), for the baseline
+  Armv8-A and (under qemu) for Armv8.2-A with the dot-product extension;
 - the portable SIMDe path on this host, built without -march=native, which
   is what CACTUS_PORTABLE_BUILD=1 wheels run, with the POSIX thread pool;
 - the host's -march=native build with OpenMP (the CACTUS_OPENMP=1 threading),
-  which on x86 with AVX-512 also runs the x86-only kernels (cq_vbmi.c,
-  gemm_avx512.c, affine_avx512.c) on the harness's shapes.
+  which on x86 with AVX-512 also runs the x86-only kernels (cq_vbmi.c, with
+  its int8-activation decode where the CPU has VNNI, gemm_avx512.c,
+  affine_avx512.c) on the harness's shapes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CSRC = os.path.join(ROOT, "plugins", "cpu_neon", "cactus_cpu_neon", "csrc")
 HARNESS = os.path.join(ROOT, "tests", "cpu_neon", "neon_harness.c")
 KERNELS = (
-    "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "affine.c",
+    "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "cq_i8.c", "affine.c",
     "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c",  # x86 AVX-512 kernels; empty stubs elsewhere
 )
 
@@ -66,6 +68,17 @@ def test_native_neon_kernels_match_scalar_reference(tmp_path):
     # Threaded by runtime.c's pool, the default build's threading.
     out = _run_harness(cc, runner, str(tmp_path / "neon_harness"), openmp=False)
     assert "native NEON: yes" in out and "thread pool" in out, out
+
+
+def test_native_neon_dot_product_build_matches_scalar_reference(tmp_path):
+    """The same harness built for Armv8.2-A with the dot-product extension, which
+    cq_i8.c's int8-activation decode uses (vdotq_s32) where the CPU has it."""
+    cc, runner = _toolchain()
+    if not runner:
+        pytest.skip("runs under qemu-aarch64 only: this arm64 host may lack the extension")
+    out = _run_harness(cc, runner, str(tmp_path / "neon_dotprod"), extra=["-march=armv8.2-a+dotprod"],
+                       openmp=False)
+    assert "native NEON: yes" in out and "dot product instructions: yes" in out, out
 
 
 def _host_simde(why_skip_on_arm: str) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import weakref
 from typing import Any, Optional
 
@@ -90,6 +91,41 @@ def _matrix(w: Any, what: str) -> tuple[np.ndarray, int]:
     return raw, wtype
 
 
+def _setting(value: Optional[bool], env_name: str) -> Optional[bool]:
+    """True / False as given; None reads ``env_name`` (0, 1 or auto), auto being None."""
+    if value is not None:
+        return bool(value)
+    env = os.environ.get(env_name, "").strip().lower()
+    if env in ("", "auto"):
+        return None
+    if env in ("0", "false", "no", "off"):
+        return False
+    if env in ("1", "true", "yes", "on"):
+        return True
+    raise KernelArgumentError(f"{env_name} must be 0, 1 or auto, not {env!r}")
+
+
+def int8_activations_setting(value: Optional[bool] = None) -> Optional[bool]:
+    """The int8-activation decode setting: as given, else ``CACTUS_INT8_ACT`` (None = auto)."""
+    return _setting(value, "CACTUS_INT8_ACT")
+
+
+def quantize_codebook(codebook: np.ndarray) -> Optional[tuple[np.ndarray, float]]:
+    """A CQ codebook (entries, vec_dim) as int8 planes (vec_dim, entries) and their scale.
+
+    One scale for the whole table, from its largest magnitude, so nothing is
+    clipped; entry (c, e) is about ``planes[e, c] * scale``.  None for a
+    codebook with non-finite entries (the exact kernel then runs, and shows them).
+    """
+    cb = np.asarray(codebook, dtype=np.float32)
+    if not np.isfinite(cb).all():
+        return None
+    amax = float(np.abs(cb).max()) if cb.size else 0.0
+    scale = amax / 127.0 if amax > 0 else 1.0
+    q = np.clip(np.rint(cb / scale), -127, 127).astype(np.int8)
+    return np.ascontiguousarray(q.T), scale
+
+
 def _check_features(x: np.ndarray, K: int) -> int:
     """Rows of x for a weight with K inputs (M of the M x K product)."""
     if x.ndim == 0 or x.shape[-1] != K:
@@ -130,19 +166,40 @@ class NeonBackend(Backend):
     #: attention reads float16 K/V views in place, so the generator keeps a half-size cache
     kv_dtype = "float16"
 
-    def __init__(self, threads: Optional[int] = None):
+    def __init__(self, threads: Optional[int] = None, int8_activations: Optional[bool] = None,
+                 bf16_prefill: Optional[bool] = None):
+        """``int8_activations``: CQ4/CQ3/CQ2 decode (one token) with int8 activations and
+        integer dot products, not exact (docs/cpu_neon.md).  None reads
+        ``CACTUS_INT8_ACT`` (0, 1, auto); auto, the default, uses it where this
+        build's kernel was measured faster than the exact decode (x86 with
+        AVX-512 VBMI and VNNI); on (1, True) also uses arm64's NEON kernel,
+        whose speed is not measured yet.  Builds that emulate NEON through
+        SIMDe without those x86 instructions never use it (it would be far
+        slower).
+
+        ``bf16_prefill``: CQ prefill (several tokens) with bfloat16 products,
+        not exact either; None reads ``CACTUS_BF16_PREFILL`` (0, 1, auto).  Auto
+        and 1 both mean on where the CPU has AVX512_BF16 (twice the float32
+        GEMM there), the only place with a kernel for it.  Other weight formats
+        and attention stay exact."""
+        self.int8_activations = int8_activations_setting(int8_activations)
+        bf16 = _setting(bf16_prefill, "CACTUS_BF16_PREFILL")
         mod = load_kernels()
         self._ffi, self._lib = mod.ffi, mod.lib
         self.threads = int(threads or default_threads())
         self._lib.cn_set_threads(self.threads)
         self.native_neon = bool(self._lib.cn_native_neon())
         self.threading = ("none", "OpenMP", "thread pool")[self._lib.cn_threading()]
-        # Per quantized tensor: its sign vector, float32 codebook and C
-        # pointers, built on first use and dropped with the tensor.
-        self._cq_tables: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+        #: whether CQ prefill runs in bfloat16 (the kernel ignores it without AVX512_BF16)
+        self.bf16_prefill = bf16 is not False and bool(self._lib.cn_gemm_bf16_available())
+        # Per quantized tensor: its sign vector, float32 and int8 codebooks and
+        # C pointers, built on first use and dropped with the tensor.  Keyed by
+        # id with a weak reference: a WeakKeyDictionary lookup makes a new
+        # weakref on every call, ~1 us of the ~200 CQ calls per token.
+        self._cq_tables: dict[int, tuple[Any, tuple]] = {}
         # float* of a contiguous float32 array; a C-level partial like _f32.
         self._fp = functools.partial(self._ffi.from_buffer, "float[]")
-        # Small 16-bit parameters (norm weights) widened once: id -> (weakref, float32 copy).
+        # Small parameters (norm weights): id -> (weakref, float32 vector), see _param.
         self._widened: dict[int, tuple[Any, np.ndarray]] = {}
 
     def supports(self, op: str, fmt: Optional[str] = None) -> bool:
@@ -152,12 +209,14 @@ class NeonBackend(Backend):
         return super().supports(op, fmt)
 
     def _param(self, w: Any, n: int, what: str) -> np.ndarray:
-        """:func:`_vector`, cached for 16-bit weights (a norm weight is widened once, not per token)."""
+        """:func:`_vector`, cached per weight: a 16-bit norm weight is widened once, not per
+        token, and a contiguous float32 one (used through a view, so in-place changes
+        still show) skips the checks (~1 us, 113 calls a token on Qwen3-0.6B)."""
         hit = self._widened.get(id(w))
-        if hit is not None and hit[0]() is w:
+        if hit is not None and hit[0]() is w and hit[1].shape[0] == n:
             return hit[1]
         v = _vector(w, n, what)
-        if getattr(w, "dtype", None) != np.float32 and isinstance(w, np.ndarray) and w.size <= 1 << 16:
+        if isinstance(w, np.ndarray) and w.size <= 1 << 16 and (w.dtype != np.float32 or np.may_share_memory(v, w)):
             self._widened[id(w)] = (weakref.ref(w), v)
         return v
 
@@ -172,7 +231,9 @@ class NeonBackend(Backend):
         """One line for reports: instruction path and threads."""
         path = "native NEON" if self.native_neon else "NEON via SIMDe"
         threads = f"{self.threads} threads, {self.threading}" if self.threading != "none" else "1 thread"
-        return f"cpu_neon ({path}, {threads})"
+        fast = [name for name, on in (("int8 CQ decode", self._int8_for(8, 2)),
+                                      ("bf16 CQ prefill", self.bf16_prefill)) if on]
+        return f"cpu_neon ({path}, {', '.join([threads] + fast)})"
 
     # --- matrix products -------------------------------------------------
     def linear(self, x, w, bias=None):
@@ -190,36 +251,65 @@ class NeonBackend(Backend):
         return y
 
     def _cq_prepared(self, w) -> tuple:
-        """C pointers and layout of a CQ tensor, made once per tensor and dropped with it.
+        """cn_cq_linear's C arguments for a CQ tensor (see :meth:`_cq_prep`)."""
+        return self._cq_prep(w)[1]
+
+    def _cached(self, w, make) -> tuple:
+        """make(w), once per tensor: kept while w lives, dropped with it."""
+        hit = self._cq_tables.get(id(w))
+        if hit is not None and hit[0]() is w:
+            return hit[1]
+        prep, key, table = make(w), id(w), self._cq_tables
+        table[key] = (weakref.ref(w, lambda _, k=key: table.pop(k, None)), prep)
+        return prep
+
+    def _cq_prep(self, w) -> tuple:
+        """(arrays kept alive, exact kernel's C arguments, int8 kernel's or None) of a CQ
+        tensor, made once per tensor and dropped with it.
 
         Decode calls linear a few hundred times per token: building cffi
         buffers and float32 tables on every call was a measurable share of
         the Python time per token (docs/cpu_neon.md).
         """
-        prep = self._cq_tables.get(w)
-        if prep is None:
-            if w.format not in _QUANT_FORMATS:
-                raise KernelArgumentError(f"cpu_neon has no kernel for {w.format} weights")
-            meta, buf = w.meta, self._ffi.from_buffer
-            signs = (1.0 - 2.0 * np.unpackbits(np.asarray(w.arrays["signs"]), bitorder="little")).astype(np.float32)
-            codebook = _f32(w.arrays["codebook"])
-            codes = np.ascontiguousarray(w.arrays["codes"])
-            scales = np.ascontiguousarray(w.arrays["scales"])
-            keep = (signs, codebook, codes, scales)  # the arrays the pointers below point into
-            args = (buf("uint8_t[]", codes), codes.shape[1], int(meta["index_bits"]), int(meta["vec_dim"]),
-                    buf("uint16_t[]", scales), int(meta["group_size"]), self._fp(codebook), self._fp(signs),
-                    int(meta["block_size"]))
-            prep = self._cq_tables[w] = (keep, args)
-        return prep[1]
+        return self._cached(w, self._make_cq_prep)
+
+    def _make_cq_prep(self, w) -> tuple:
+        if w.format not in _QUANT_FORMATS:
+            raise KernelArgumentError(f"cpu_neon has no kernel for {w.format} weights")
+        meta, buf = w.meta, self._ffi.from_buffer
+        signs = (1.0 - 2.0 * np.unpackbits(np.asarray(w.arrays["signs"]), bitorder="little")).astype(np.float32)
+        codebook = _f32(w.arrays["codebook"])
+        codes = np.ascontiguousarray(w.arrays["codes"])
+        scales = np.ascontiguousarray(w.arrays["scales"])
+        bits, d, group = int(meta["index_bits"]), int(meta["vec_dim"]), int(meta["group_size"])
+        layout = (buf("uint8_t[]", codes), codes.shape[1], bits, d, buf("uint16_t[]", scales), group)
+        args = layout + (self._fp(codebook), self._fp(signs), int(meta["block_size"]))
+        i8 = planes = None
+        quantized = quantize_codebook(codebook) if self._int8_for(bits, d) and group % 8 == 0 else None
+        if quantized is not None:
+            planes, cb_scale = quantized
+            i8 = layout + (buf("int8_t[]", planes), cb_scale, self._fp(signs), int(meta["block_size"]))
+        keep = (signs, codebook, codes, scales, planes)  # the arrays the pointers above point into
+        return keep, args, i8
+
+    def _int8_for(self, bits: int, d: int) -> bool:
+        """Whether decode of this CQ layout takes the int8-activation kernel: on request
+        where the build has a native kernel, by default where it was measured faster."""
+        if self.int8_activations is False:
+            return False
+        return self._lib.cn_cq_i8_kernel(bits, d) >= (1 if self.int8_activations else 2)
 
     def _cq_linear(self, x, w, bias):
-        args = self._cq_prepared(w)
+        _, args, i8 = self._cq_prep(w)
         N, K = w.shape
         M = _check_features(x, K)
         y = np.empty(x.shape[:-1] + (N,), dtype=np.float32)
         b = self._ffi.NULL if bias is None else self._fp(_vector(bias, N, "linear bias"))
-        # The kernel rotates x (x' = H(x * s)) itself, once per call.
-        rc = self._lib.cn_cq_linear(self._fp(x), M, K, *args, N, b, self._fp(y))
+        # The kernels rotate x (x' = H(x * s)) themselves, once per call.
+        if M == 1 and i8 is not None:
+            rc = self._lib.cn_cq_linear_i8(self._fp(x), M, K, *i8, N, b, self._fp(y))
+        else:
+            rc = self._lib.cn_cq_linear(self._fp(x), M, K, *args, N, b, self._fp(y), self.bf16_prefill)
         if rc != 0:
             raise KernelArgumentError(f"cpu_neon cannot run cq layout {w.meta}" if rc == -1 else
                                       "cpu_neon cq linear: out of memory")
@@ -227,16 +317,16 @@ class NeonBackend(Backend):
 
     def _affine_prepared(self, w) -> tuple:
         """(codes, bits, scales, biases, group) C arguments of an int4/int8 tensor, made once."""
-        prep = self._cq_tables.get(w)
-        if prep is None:
-            codes = np.ascontiguousarray(w.arrays["codes"])
-            scales = np.ascontiguousarray(w.arrays["scales"])
-            biases = np.ascontiguousarray(w.arrays["biases"])
-            buf = self._ffi.from_buffer
-            args = (buf("uint8_t[]", codes), 4 if w.format == "int4" else 8, buf("uint16_t[]", scales),
-                    buf("uint16_t[]", biases), int(w.meta["group_size"]))
-            prep = self._cq_tables[w] = ((codes, scales, biases), args)
-        return prep[1]
+        return self._cached(w, self._make_affine_prep)[1]
+
+    def _make_affine_prep(self, w) -> tuple:
+        codes = np.ascontiguousarray(w.arrays["codes"])
+        scales = np.ascontiguousarray(w.arrays["scales"])
+        biases = np.ascontiguousarray(w.arrays["biases"])
+        buf = self._ffi.from_buffer
+        args = (buf("uint8_t[]", codes), 4 if w.format == "int4" else 8, buf("uint16_t[]", scales),
+                buf("uint16_t[]", biases), int(w.meta["group_size"]))
+        return (codes, scales, biases), args
 
     def _affine_linear(self, x, w, bias):
         N, K = w.shape
@@ -379,9 +469,13 @@ class NeonBackend(Backend):
         return out
 
 
-def create(threads: Optional[int] = None) -> NeonBackend:
-    """Factory registered by the plugin; threads default to ``CACTUS_THREADS`` or physical cores."""
-    return NeonBackend(threads)
+def create(threads: Optional[int] = None, int8_activations: Optional[bool] = None,
+           bf16_prefill: Optional[bool] = None) -> NeonBackend:
+    """Factory registered by the plugin; threads default to ``CACTUS_THREADS`` or physical cores,
+    int8 decode and bfloat16 prefill to ``CACTUS_INT8_ACT`` / ``CACTUS_BF16_PREFILL``
+    (auto: on where measured faster)."""
+    return NeonBackend(threads, int8_activations, bf16_prefill)
 
 
-__all__ = ["NeonBackend", "KernelArgumentError", "create", "unavailable_reason", "load_kernels"]
+__all__ = ["NeonBackend", "KernelArgumentError", "create", "unavailable_reason", "load_kernels",
+           "int8_activations_setting", "quantize_codebook"]

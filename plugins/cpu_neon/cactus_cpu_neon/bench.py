@@ -2,9 +2,11 @@
 
     python -m cactus_cpu_neon.bench [--threads N] [--cpu-time] [--json]
     python -m cactus_cpu_neon.bench --python-share MODEL [--tokens 32] [--threads N] [--cpu-time]
+    python -m cactus_cpu_neon.bench --cq-decode [--threads N]
 
 Shapes are those of a ~1B-parameter model (hidden 2048, MLP 8192, 32 query
-heads over 8 KV heads of 64).  Each figure is the median of several runs;
+heads over 8 KV heads of 64); CQ decode is timed on the exact kernel and
+with int8 activations.  Each figure is the median of several runs;
 the linear rows also give the weight bandwidth reached (bytes of weights
 streamed per second), the number that bounds decode speed.  ``--python-share``
 instead decodes with a model and reports the share of each step spent outside
@@ -46,7 +48,7 @@ def _cases(rng):
         w = weight(8192, 2048, dtype)
         for L in (1, 64):
             x = rng.standard_normal((1, L, 2048)).astype(np.float32)
-            yield f"linear {dtype} L={L} 2048->8192", "linear", (x, w), {}, w.nbytes
+            yield f"linear {dtype} L={L} 2048->8192", "linear", (x, w), {}, w.nbytes, None
     if hasattr(_formats, "CQTensor"):  # CQ4 / CQ3 / CQ2 layouts; timing does not depend on the values
         for name, (bits, d) in {"cq4": (8, 2), "cq3": (6, 2), "cq2": (8, 4)}.items():
             idx = rng.integers(0, 1 << bits, (8192, 2048 // d))
@@ -59,7 +61,11 @@ def _cases(rng):
             )
             for L in (1, 64):
                 x = rng.standard_normal((1, L, 2048)).astype(np.float32)
-                yield f"linear {name} L={L} 2048->8192", "linear", (x, w), {}, w.nbytes
+                if L == 1:  # decode: the exact kernel and the int8-activation one
+                    for path in ("exact", "int8"):
+                        yield f"linear {name} L=1 2048->8192 {path}", "linear", (x, w), {}, w.nbytes, path
+                else:
+                    yield f"linear {name} L={L} 2048->8192", "linear", (x, w), {}, w.nbytes, None
     for fmt, bits in (("int4", 4), ("int8", 8)):
         if fmt not in _formats.QUANTIZED_FORMATS:
             continue
@@ -71,17 +77,17 @@ def _cases(rng):
         )
         for L in (1, 64):
             x = rng.standard_normal((1, L, 2048)).astype(np.float32)
-            yield f"linear {fmt} g64 L={L} 2048->8192", "linear", (x, w), {}, w.nbytes
+            yield f"linear {fmt} g64 L={L} 2048->8192", "linear", (x, w), {}, w.nbytes, None
     for S in (512, 4096):
         q = rng.standard_normal((1, 32, 1, 64)).astype(np.float32)
         kv = rng.standard_normal((1, 8, S, 64)).astype(np.float32)
-        yield f"attention decode S={S} 32/8 heads", "attention", (q, kv, kv), dict(scale=0.125, q_offset=S - 1), 0
+        yield f"attention decode S={S} 32/8 heads", "attention", (q, kv, kv), dict(scale=0.125, q_offset=S - 1), 0, None
     q = rng.standard_normal((1, 32, 128, 64)).astype(np.float32)
     kv = rng.standard_normal((1, 8, 128, 64)).astype(np.float32)
-    yield "attention prefill L=S=128", "attention", (q, kv, kv), dict(scale=0.125), 0
+    yield "attention prefill L=S=128", "attention", (q, kv, kv), dict(scale=0.125), 0, None
     x = rng.standard_normal((1, 1, 8192)).astype(np.float32)
-    yield "gated silu 8192", "gated_activation", (x, x, "silu"), {}, 0
-    yield "rms_norm 2048", "rms_norm", (x[..., :2048], np.ones(2048, np.float32), 1e-6), {}, 0
+    yield "gated silu 8192", "gated_activation", (x, x, "silu"), {}, 0, None
+    yield "rms_norm 2048", "rms_norm", (x[..., :2048], np.ones(2048, np.float32), 1e-6), {}, 0, None
 
 
 def run(threads=None, repeats: int = 7, cpu_time: bool = False) -> list[dict]:
@@ -91,17 +97,51 @@ def run(threads=None, repeats: int = 7, cpu_time: bool = False) -> list[dict]:
     machine it still gives fair single-thread figures (run with
     ``OPENBLAS_NUM_THREADS=1 --threads 1`` so numpy is single-threaded too).
     """
-    neon, ref = create(threads), NumpyBackend()
+    ref = NumpyBackend()
+    # CQ decode rows name their path (exact kernel or int8 activations); the rest use the default.
+    neons = {None: create(threads), "exact": create(threads, False), "int8": create(threads, True)}
     clock = time.process_time if cpu_time else time.perf_counter
-    rows = []
-    for name, op, args, kw, wbytes in _cases(np.random.default_rng(0)):
+    rows, ref_ms = [], {}
+    for name, op, args, kw, wbytes, path in _cases(np.random.default_rng(0)):
+        neon = neons[path]
         t_neon = _median_ms(lambda: getattr(neon, op)(*args, **kw), repeats, clock)
-        t_ref = _median_ms(lambda: getattr(ref, op)(*args, **kw), max(3, repeats // 2), clock)
+        key = name.rsplit(" ", 1)[0] if path else name  # both CQ decode paths share one numpy_ref timing
+        if key not in ref_ms:
+            ref_ms[key] = _median_ms(lambda: getattr(ref, op)(*args, **kw), max(3, repeats // 2), clock)
+        t_ref = ref_ms[key]
         row = dict(case=name, cpu_neon_ms=round(t_neon, 3), numpy_ref_ms=round(t_ref, 3),
                    speedup=round(t_ref / t_neon, 2))
         if wbytes:
             row["cpu_neon_weight_GBps"] = round(wbytes / t_neon / 1e6, 1)
         rows.append(row)
+    return rows
+
+
+def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
+    """GB/s of codes of CQ4 / CQ3 / CQ2 decode, exact kernel against int8 activations.
+
+    Two sizes: 8192 x 2048 (16 MiB of CQ4 codes: fits a large L3) and 65536 x 2048
+    (128 MiB: streamed from DRAM).  Best of ``repeats`` calls (wall time), which
+    is the kernel's speed when nothing else runs; medians on a busy machine
+    measure the other processes too.
+    """
+    rng = np.random.default_rng(0)
+    paths = {"exact": create(threads, False), "int8": create(threads, True)}
+    rows = []
+    for name, bits, d in (("cq4", 8, 2), ("cq3", 6, 2), ("cq2", 8, 4)):
+        for N in (8192, 65536):
+            meta = dict(index_bits=bits, vec_dim=d, group_size=128, block_size=128, seed=0)
+            w = _formats.CQTensor(
+                (N, 2048), meta, codes=_formats.pack_bits(rng.integers(0, 1 << bits, (N, 2048 // d)), bits),
+                scales=(rng.random((N, 16)) + 0.5).astype(np.float16),
+                codebook=rng.standard_normal((1 << bits, d)).astype(np.float16),
+                signs=rng.integers(0, 256, 256).astype(np.uint8))
+            x = rng.standard_normal((1, 1, 2048)).astype(np.float32)
+            for path, neon in paths.items():
+                neon.linear(x, w)
+                best = min(_median_ms(lambda: neon.linear(x, w), 1) for _ in range(repeats))
+                rows.append(dict(case=f"{name} {N}x2048 {path}", ms=round(best, 3),
+                                 codes_GBps=round(w.arrays["codes"].nbytes / best / 1e6, 1)))
     return rows
 
 
@@ -169,7 +209,13 @@ def main(argv=None) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--python-share", metavar="MODEL", help="share of decode time spent outside C")
     p.add_argument("--tokens", type=int, default=32, help="decode steps for --python-share")
+    p.add_argument("--cq-decode", action="store_true", help="CQ decode GB/s: exact kernel against int8 activations")
     a = p.parse_args(argv)
+    if a.cq_decode:
+        rows = cq_decode(a.threads)
+        print(json.dumps(rows, indent=2) if a.json else
+              "\n".join(f"{r['case']:28s} {r['ms']:8.3f} ms {r['codes_GBps']:6.1f} GB/s of codes" for r in rows))
+        return
     if a.python_share:
         r = python_share(a.python_share, a.tokens, a.threads, a.cpu_time)
         if a.json:
@@ -185,10 +231,10 @@ def main(argv=None) -> None:
         print(json.dumps({"device": header, "results": rows}, indent=2))
         return
     print(header)
-    print(f"{'case':40s} {'cpu_neon ms':>12s} {'numpy_ref ms':>13s} {'speedup':>8s} {'GB/s':>6s}")
+    print(f"{'case':46s} {'cpu_neon ms':>12s} {'numpy_ref ms':>13s} {'speedup':>8s} {'GB/s':>6s}")
     for r in rows:
         gbps = r.get("cpu_neon_weight_GBps", "")
-        print(f"{r['case']:40s} {r['cpu_neon_ms']:12.3f} {r['numpy_ref_ms']:13.3f} {r['speedup']:7.2f}x {gbps:>6}")
+        print(f"{r['case']:46s} {r['cpu_neon_ms']:12.3f} {r['numpy_ref_ms']:13.3f} {r['speedup']:7.2f}x {gbps:>6}")
 
 
 if __name__ == "__main__":

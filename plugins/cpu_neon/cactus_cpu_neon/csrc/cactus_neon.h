@@ -51,12 +51,34 @@ void cn_attention(const float *q, const void *k, const void *v, int kvtype,
 /* CQ weights (docs/formats.md): codebook widened to float32, scales float16
  * words, signs the +-1 sign vector as float32 (K,).  x is rotated inside
  * (x' = H(x * signs) per block); signs == NULL means x is already rotated.
+ * bf16 != 0: prefill (M > 1) multiplies in bfloat16 where the CPU has
+ * AVX512_BF16 (cn_gemm_bf16_available; not exact, about 2e-3 relative);
+ * decode and other CPUs ignore it.
  * Returns -1 for a layout it cannot run, -2 when out of memory. */
 int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
                  int64_t stride, int index_bits, int vec_dim,
                  const uint16_t *scales, int64_t group, const float *codebook,
                  const float *signs, int64_t block, int64_t N,
-                 const float *bias, float *y);
+                 const float *bias, float *y, int bf16);
+int cn_gemm_bf16_available(void);
+
+/* CQ decode with int8 activations (docs/cpu_neon.md): each row of x is
+ * rotated, quantized to int8 per scale group, and multiplied by the codebook
+ * quantized to int8 (cb_q8: vec_dim planes of 2^index_bits values, entry
+ * (c, e) = cb_q8[e << index_bits | c] * cb_scale) with integer dot products.
+ * Not exact (about 1e-2 relative to the result's magnitude).  8- and 6-bit
+ * codes of 2- and 4-vectors (CQ4, CQ3, CQ2); returns -1 for other layouts,
+ * -2 when out of memory.  cn_cq_i8_kernel says what this build has for a
+ * layout: 2 a
+ * kernel measured faster than cn_cq_linear's exact decode (AVX-512 VBMI +
+ * VNNI), 1 a native kernel whose speed is not measured (arm64 NEON), 0 none
+ * (the NEON source through SIMDe, which still computes it, slowly). */
+int cn_cq_linear_i8(const float *x, int64_t M, int64_t K, const uint8_t *codes,
+                    int64_t stride, int index_bits, int vec_dim,
+                    const uint16_t *scales, int64_t group, const int8_t *cb_q8,
+                    float cb_scale, const float *signs, int64_t block, int64_t N,
+                    const float *bias, float *y);
+int cn_cq_i8_kernel(int index_bits, int vec_dim);
 
 /* int4 / int8 affine groups (RTN, GPTQ): codes packed per row (int4: low
  * nibble first), scales and biases float16 words (N, K / group).  Returns -1

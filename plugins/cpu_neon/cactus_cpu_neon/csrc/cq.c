@@ -13,7 +13,9 @@
  * go together; on AVX-512 VBMI builds cq_vbmi.c replaces the gather.
  * Prefill (M > 1) dequantizes four rows at a time into a per-thread float32
  * panel and runs the float GEMM microkernel over it, or on AVX-512 builds
- * decodes 32-row panels for gemm_avx512.c. */
+ * decodes 32-row panels for gemm_avx512.c (with bfloat16 products when the
+ * caller asks and the CPU has them).  Decode with int8 activations, the
+ * inexact fast path, lives in cq_i8.c. */
 #include "neon_common.h"
 
 typedef struct {
@@ -28,6 +30,7 @@ typedef struct {
     float *y;
     int bits, d; /* read by the generic (unspecialised) variant and the VBMI path */
     const uint8_t (*planes)[256]; /* VBMI prefill: the codebook's byte planes */
+    const uint16_t *xb; /* bfloat16 prefill: x rounded to bfloat16, else NULL */
 } cq_args;
 
 /* Code j of a row: bits [j*bits, (j+1)*bits) of a little-endian bit stream. */
@@ -239,7 +242,7 @@ CN_INLINE void cq_dequant_row(const cq_args *a, int64_t n, int64_t k0, int64_t k
 CN_INLINE int64_t cq_panel_kc(int64_t group) { return CN_MAX(group, 256 / group * group); }
 
 CN_INLINE void cq_panels(const cq_args *a, int64_t p0, int64_t p1, cn_panel_fill fill) {
-    cn_gemm_panels(a->x, a->M, a->K, a->N, a->bias, a->y, cq_panel_kc(a->group), fill, a, p0, p1);
+    cn_gemm_panels_bf16(a->x, a->xb, a->M, a->K, a->N, a->bias, a->y, cq_panel_kc(a->group), fill, a, p0, p1);
 }
 
 /* Specialised for the CQ presets (8-bit codes of 2- or 4-vectors, 6-bit codes
@@ -312,10 +315,15 @@ static void cq_gemv_vbmi(const void *c, int64_t n0, int64_t n1) {
     cn_cq_vbmi_rows(a->x, a->K, a->codes, a->stride, a->bits, a->scales, a->group, a->cb, n0, n1, a->bias, a->y);
 }
 
+void cn_cq_rotate(const float *x, int64_t M, int64_t K, const float *signs, int64_t block, float *out) {
+    rotate_args ra = {x, signs, out, K, block};
+    cn_parallel_for(M, M * K * 8, rotate_rows, &ra);
+}
+
 int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int64_t stride,
                  int index_bits, int vec_dim, const uint16_t *scales, int64_t group,
                  const float *codebook, const float *signs, int64_t block, int64_t N,
-                 const float *bias, float *y) {
+                 const float *bias, float *y, int bf16) {
     if (index_bits < 1 || index_bits > 16 || vec_dim < 1 || group < 1 || group % vec_dim || K % group) return -1;
     if (signs && (block < 1 || (block & (block - 1)) || K % block)) return -1;
     if (M <= 0 || N <= 0) return 0;
@@ -324,8 +332,7 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
     if (signs) {
         xr = (float *)malloc(sizeof(float) * (size_t)(M * K));
         if (!xr) return -2;
-        rotate_args ra = {x, signs, xr, K, block};
-        cn_parallel_for(M, M * K * 8, rotate_rows, &ra);
+        cn_cq_rotate(x, M, K, signs, block, xr);
         x = xr;
     }
     cq_args a = {x, M, K, N, codes, stride, scales, group, codebook, bias, y, index_bits, vec_dim};
@@ -364,8 +371,15 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
             a.planes = (const uint8_t (*)[256])planes;
             panels = cq_panels_vbmi;
         }
+        uint16_t *xb = NULL;
+        if (bf16 && cn_gemm_bf16_available() && K % 2 == 0 && cq_panel_kc(group) % 2 == 0 &&
+            (xb = (uint16_t *)malloc(2 * (size_t)(M * K)))) {
+            cn_to_bf16(a.x, M * K, xb); /* once per call; every panel meets it */
+            a.xb = xb;
+        }
         cn_parallel_for((N + 31) / 32, M * N * K, panels, &a);
         free(xp);
+        free(xb);
     } else {
         cn_parallel_for((N + 3) / 4, M * N * K, gemm, &a);
     }

@@ -194,6 +194,30 @@ void cn_cq_vbmi_planes(const float *cb, int bits, uint8_t planes[6][256]);
 void cn_cq_vbmi_decode(const uint8_t planes[6][256], const uint8_t *row, const uint16_t *sc, int64_t group,
                        int bits, int64_t k0, int64_t k1, float *out);
 
+/* x' = H(x * signs) per block of each of the M rows (cq.c). */
+void cn_cq_rotate(const float *x, int64_t M, int64_t K, const float *signs, int64_t block, float *out);
+
+/* CQ decode with int8 activations (cq_i8.c; cq_vbmi.c on AVX-512 VBMI + VNNI).
+ * x is quantized per scale group into chunks of 64 codes: xq holds, for group
+ * g and chunk c, component e's 64 values at ((g * nch + c) * d + e) * 64,
+ * zero past the group's end; xf[g] = x scale * codebook scale; xsum[g] is the
+ * sum of the group's int8 values. */
+typedef struct {
+    const int8_t *xq;
+    const float *xf;
+    const int32_t *xsum;
+    const uint8_t *codes;
+    int64_t stride;
+    const uint16_t *scales;
+    int64_t K, group, nch;
+    int bits, d; /* bits per code, components per codebook vector (2 or 4) */
+    const int8_t *cbq; /* [d][1 << bits] */
+    const float *bias;
+    float *y;
+} cn_cq_i8_args;
+int cn_cq_i8_avx512_usable(int bits);
+void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1);
+
 /* Prefill microkernel on AVX-512 for packed 32-row weight panels
  * (gemm_avx512.c): y[:, n0:n0+32] (+)= x[:, k0:k0+kc] @ panel.  available()
  * is 0 where the build does not target AVX-512; then the kernel does nothing. */
@@ -208,6 +232,11 @@ typedef void (*cn_panel_fill)(const void *ctx, int64_t n, int64_t k0, int64_t k1
 void cn_gemm_panels(const float *x, int64_t M, int64_t K, int64_t N, const float *bias, float *y,
                     int64_t kc_max, cn_panel_fill fill, const void *ctx, int64_t p0, int64_t p1);
 int cn_gemm_panels_fit(int64_t kc_max);
+/* The same with bfloat16 products where available() (AVX512_BF16): xb is x
+ * rounded to bfloat16 by cn_to_bf16, K and kc_max even.  Not exact. */
+void cn_to_bf16(const float *x, int64_t n, uint16_t *out);
+void cn_gemm_panels_bf16(const float *x, const uint16_t *xb, int64_t M, int64_t K, int64_t N, const float *bias,
+                         float *y, int64_t kc_max, cn_panel_fill fill, const void *ctx, int64_t p0, int64_t p1);
 /* Decode rows [n0, n1) of a float32/float16/bfloat16 matrix on AVX-512 (gemm_avx512.c). */
 void cn_gemv_avx512(const float *x, int64_t K, const void *w, int wt, const float *bias, float *y, int64_t n0,
                     int64_t n1);

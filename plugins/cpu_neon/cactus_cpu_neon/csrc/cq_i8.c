@@ -1,0 +1,174 @@
+/* CQ decode (8- and 6-bit codes of 2- and 4-vectors: CQ4, CQ3, CQ2) with
+ * int8 activations and integer dot products.
+ *
+ * The exact decode (cq.c, cq_vbmi.c) builds float32 weights from the
+ * codebook and multiplies them with float FMAs: on the 2-core EPYC that is
+ * compute-bound at ~7 GB/s of codes per core.  Here the rotated x is
+ * quantized to int8 once per call, one scale per scale group (the weights'
+ * group: one float multiply per group and row, and the Hadamard rotation has
+ * already spread any outlier), and the codebook is quantized to int8 once
+ * per tensor (by the backend).  Then a code costs a byte table lookup per
+ * component and a quarter of a 4-way int8 dot product; each group's int32
+ * sum is scaled by weight scale x (x scale x codebook scale) in float.
+ *
+ * Two kernels: AVX-512 VBMI + VNNI (vpermi2b lookups, vpdpbusd dots) in
+ * cq_vbmi.c, and this file's NEON one (vqtbl4q lookups, vdotq_s32 where the
+ * CPU has the dot-product extension, else widening multiplies).  Both read x
+ * in the layout of cn_cq_i8_args: per group, chunks of 64 codes with each
+ * component's values contiguous, so a component's looked-up weights meet
+ * their x without any interleaving.
+ *
+ * Accuracy: two int8 roundings (x per group, codebook per tensor) cost about
+ * 1e-2 of a row's magnitude, the kind of trade llama.cpp's 8-bit activations
+ * make; tests/cpu_neon/test_int8_activations.py measures it and checks that
+ * the default model decodes the same greedy tokens. */
+#include "neon_common.h"
+
+/* Four codes' int8 values of one component to o[0..3]. */
+CN_INLINE int32x4_t put4(float32x4_t v, float inv, int8_t *o) {
+    const int32x4_t q = vcvtnq_s32_f32(vmulq_n_f32(v, inv));
+    const int16x4_t h = vqmovn_s32(q);
+    vst1_lane_s32((int32_t *)(void *)o, vreinterpret_s32_s8(vqmovn_s16(vcombine_s16(h, h))), 0);
+    return q;
+}
+
+/* Row m of the rotated x into xq / xf / xsum (see cn_cq_i8_args). */
+static void quantize_x(const float *x, int64_t K, int64_t group, const int d, float cb_scale, int8_t *xq,
+                       float *xf, int32_t *xsum) {
+    const int64_t C = group / d, nch = (C + 63) / 64;
+    for (int64_t g = 0; g < K / group; g++) {
+        const float *xg = x + g * group;
+        float32x4_t m = vdupq_n_f32(0);
+        int64_t i = 0;
+        for (; i + 4 <= group; i += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(xg + i)));
+        float amax = vmaxvq_f32(m);
+        for (; i < group; i++) amax = CN_MAX(amax, fabsf(xg[i]));
+        const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+        xf[g] = amax / 127.0f * cb_scale;
+        int8_t *dst = xq + g * nch * 64 * d;
+        memset(dst, 0, (size_t)(nch * 64 * d));
+        int32x4_t sum = vdupq_n_s32(0);
+        for (int64_t c = 0; c < C; c += 4) { /* C % 4 == 0: groups are whole 4-vector runs */
+            int8_t *o = dst + (c / 64) * 64 * d + c % 64; /* component e at o + 64 e */
+            if (d == 2) {
+                const float32x4x2_t v = vld2q_f32(xg + 2 * c); /* components of codes c..c+3 */
+                for (int e = 0; e < 2; e++) sum = vaddq_s32(sum, put4(v.val[e], inv, o + 64 * e));
+            } else {
+                const float32x4x4_t v = vld4q_f32(xg + 4 * c);
+                for (int e = 0; e < 4; e++) sum = vaddq_s32(sum, put4(v.val[e], inv, o + 64 * e));
+            }
+        }
+        xsum[g] = vaddvq_s32(sum);
+    }
+}
+
+/* ---- the NEON kernel ------------------------------------------------------ */
+
+/* 16 codes (count of them, a multiple of 4; the rest read as 0) as bytes.
+ * 6-bit codes: each 3-byte group goes to a 32-bit lane, and its four fields
+ * are shifted into the lane's four bytes. */
+CN_INLINE uint8x16_t codes16(const uint8_t *row, int64_t v, int64_t count, const int bits) {
+    uint8_t buf[16] = {0};
+    if (bits == 8) {
+        if (count == 16) return vld1q_u8(row + v);
+        memcpy(buf, row + v, (size_t)count);
+        return vld1q_u8(buf);
+    }
+    memcpy(buf, row + 3 * (v / 4), (size_t)(3 * count / 4)); /* never reads past the row */
+    static const uint8_t spread[16] = {0, 1, 2, 255, 3, 4, 5, 255, 6, 7, 8, 255, 9, 10, 11, 255};
+    const uint32x4_t w = vreinterpretq_u32_u8(vqtbl1q_u8(vld1q_u8(buf), vld1q_u8(spread)));
+    uint32x4_t r = vandq_u32(w, vdupq_n_u32(63));
+    r = vorrq_u32(r, vandq_u32(vshlq_n_u32(w, 2), vdupq_n_u32(0x3f00)));
+    r = vorrq_u32(r, vandq_u32(vshlq_n_u32(w, 4), vdupq_n_u32(0x3f0000)));
+    r = vorrq_u32(r, vandq_u32(vshlq_n_u32(w, 6), vdupq_n_u32(0x3f000000)));
+    return vreinterpretq_u8_u32(r);
+}
+
+/* Table lookup of 16 codes in one component's int8 codebook: four 64-byte
+ * tables for 256 entries (vqtbx leaves lanes whose index is out of range). */
+CN_INLINE int8x16_t lookup16(const int8x16x4_t *t, uint8x16_t idx, const int bits) {
+    int8x16_t r = vqtbl4q_s8(t[0], idx);
+    if (bits == 8) {
+        r = vqtbx4q_s8(r, t[1], vsubq_u8(idx, vdupq_n_u8(64)));
+        r = vqtbx4q_s8(r, t[2], vsubq_u8(idx, vdupq_n_u8(128)));
+        r = vqtbx4q_s8(r, t[3], vsubq_u8(idx, vdupq_n_u8(192)));
+    }
+    return r;
+}
+
+CN_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, a, b);
+#else
+    /* |a|, |b| <= 127: a pair of products fits int16 */
+    return vpadalq_s16(acc, vmlal_high_s8(vmull_s8(vget_low_s8(a), vget_low_s8(b)), a, b));
+#endif
+}
+
+CN_INLINE void i8_rows_neon(const cn_cq_i8_args *a, int64_t n0, int64_t n1, const int bits, const int d) {
+    int8x16x4_t t[4][4];
+    for (int e = 0; e < d; e++)
+        for (int q = 0; q < (bits == 8 ? 4 : 1); q++) t[e][q] = vld1q_s8_x4(a->cbq + (e << bits) + 64 * q);
+    const int64_t ng = a->K / a->group, C = a->group / d;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *row = a->codes + n * a->stride;
+        const uint16_t *sc = a->scales + n * ng;
+        float32x4_t tot = vdupq_n_f32(0);
+        for (int64_t g = 0; g < ng; g++) {
+            int32x4_t acc = vdupq_n_s32(0);
+            for (int64_t c = 0; c < C; c += 16) {
+                const uint8x16_t idx = codes16(row, g * C + c, CN_MIN(16, C - c), bits);
+                const int8_t *xq = a->xq + (g * a->nch + c / 64) * 64 * d + c % 64;
+                for (int e = 0; e < d; e++) acc = dot16(acc, lookup16(t[e], idx, bits), vld1q_s8(xq + 64 * e));
+            }
+            tot = vfmaq_n_f32(tot, vcvtq_f32_s32(acc), cn_f16_scalar(sc[g]) * a->xf[g]);
+        }
+        a->y[n] = vaddvq_f32(tot) + (a->bias ? a->bias[n] : 0.0f);
+    }
+}
+
+static void i8_rows(const void *c, int64_t n0, int64_t n1) {
+    const cn_cq_i8_args *a = c;
+    if (cn_cq_i8_avx512_usable(a->bits)) cn_cq_i8_avx512_rows(a, n0, n1);
+    else if (a->d == 2) a->bits == 8 ? i8_rows_neon(a, n0, n1, 8, 2) : i8_rows_neon(a, n0, n1, 6, 2);
+    else a->bits == 8 ? i8_rows_neon(a, n0, n1, 8, 4) : i8_rows_neon(a, n0, n1, 6, 4);
+}
+
+int cn_cq_i8_kernel(int index_bits, int vec_dim) {
+    if ((index_bits != 8 && index_bits != 6) || (vec_dim != 2 && vec_dim != 4)) return 0;
+    if (cn_cq_i8_avx512_usable(index_bits)) return 2; /* measured: docs/cpu_neon.md */
+    /* Native NEON: tested under qemu, speed on arm64 hardware not measured yet.
+     * Through SIMDe the table lookups are emulated lane by lane (70x slower
+     * than the exact kernel on SSE2): none. */
+    return CN_NATIVE ? 1 : 0;
+}
+
+int cn_cq_linear_i8(const float *x, int64_t M, int64_t K, const uint8_t *codes, int64_t stride, int index_bits,
+                    int vec_dim, const uint16_t *scales, int64_t group, const int8_t *cb_q8, float cb_scale,
+                    const float *signs, int64_t block, int64_t N, const float *bias, float *y) {
+    if ((index_bits != 8 && index_bits != 6) || (vec_dim != 2 && vec_dim != 4)) return -1;
+    if (group < 4 * vec_dim || group % (4 * vec_dim) || K % group) return -1; /* whole 4-code runs */
+    if (signs && (block < 1 || (block & (block - 1)) || K % block)) return -1;
+    if (M <= 0 || N <= 0) return 0;
+    const int64_t ng = K / group, nch = (group / vec_dim + 63) / 64;
+    float *xr = (float *)malloc(sizeof(float) * (size_t)(signs ? M * K : 0) + sizeof(float) * (size_t)ng);
+    int8_t *xq = (int8_t *)malloc((size_t)(ng * nch * 64 * vec_dim));
+    int32_t *xsum = (int32_t *)malloc(sizeof(int32_t) * (size_t)ng);
+    if (!xr || !xq || !xsum) {
+        free(xr), free(xq), free(xsum);
+        return -2;
+    }
+    float *xf = xr + (signs ? M * K : 0);
+    if (signs) { /* once per call, shared by every weight row */
+        cn_cq_rotate(x, M, K, signs, block, xr);
+        x = xr;
+    }
+    cn_cq_i8_args a = {xq, xf, xsum, codes, stride, scales, K, group, nch, index_bits, vec_dim, cb_q8, bias, NULL};
+    for (int64_t m = 0; m < M; m++) {
+        quantize_x(x + m * K, K, group, vec_dim, cb_scale, xq, xf, xsum);
+        a.y = y + m * N;
+        cn_parallel_for(N, N * K, i8_rows, &a);
+    }
+    free(xr), free(xq), free(xsum);
+    return 0;
+}
