@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from cactus_core.backends.numpy_ref import NumpyBackend
-from cactus_core.formats import CQTensor, hadamard, pack_bits, unpack_bits
+from cactus_core.formats import hadamard, unpack_bits
 from cactus_core.generate import Generator, SamplingParams
 from cactus_core.graph import Ops
 from cactus_core.models import model_module
@@ -43,14 +43,10 @@ def rng():
 
 
 def _cq(rng, N, K, bits, d=2, group=128, block=128):
-    idx = rng.integers(0, 1 << bits, (N, K // d))
-    meta = dict(index_bits=bits, vec_dim=d, group_size=group, block_size=block, seed=0)
-    return CQTensor(
-        (N, K), meta, codes=pack_bits(idx, bits),
-        scales=(rng.random((N, K // group)) + 0.5).astype(np.float16),
-        codebook=rng.standard_normal((1 << bits, d)).astype(np.float16),
-        signs=rng.integers(0, 256, K // 8).astype(np.uint8),
-    )
+    """A random CQ tensor (test_kernels' helper, with this file's defaults)."""
+    from test_kernels import _cq as random_cq
+
+    return random_cq(rng, N, K, bits, d, group, block)
 
 
 def _int8_emulation(x, w, bias):
