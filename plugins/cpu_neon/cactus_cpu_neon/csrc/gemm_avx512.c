@@ -21,6 +21,19 @@
 
 int cn_gemm_avx512_available(void) { return 1; }
 
+/* Write (or add) an 8 x 32 accumulator tile to y; the masks cut the last columns. */
+static inline void store8(__m512 c[8][2], float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int accumulate) {
+    for (int i = 0; i < 8; i++) {
+        float *yr = y + i * ldy;
+        if (accumulate) {
+            c[i][0] = _mm512_add_ps(c[i][0], _mm512_maskz_loadu_ps(m0, yr));
+            c[i][1] = _mm512_add_ps(c[i][1], _mm512_maskz_loadu_ps(m1, yr + 16));
+        }
+        _mm512_mask_storeu_ps(yr, m0, c[i][0]);
+        _mm512_mask_storeu_ps(yr + 16, m1, c[i][1]);
+    }
+}
+
 /* y[m, n0 + j] (+)= sum_k x[m, k0 + k] * panel[k, j] for 8 rows from m. */
 static void tile8(const float *x, int64_t ldx, const float *panel, int64_t kc, float *y, int64_t ldy,
                   __mmask16 m0, __mmask16 m1, int accumulate) {
@@ -34,15 +47,7 @@ static void tile8(const float *x, int64_t ldx, const float *panel, int64_t kc, f
             c[i][1] = _mm512_fmadd_ps(xv, w1, c[i][1]);
         }
     }
-    for (int i = 0; i < 8; i++) {
-        float *yr = y + i * ldy;
-        if (accumulate) {
-            c[i][0] = _mm512_add_ps(c[i][0], _mm512_maskz_loadu_ps(m0, yr));
-            c[i][1] = _mm512_add_ps(c[i][1], _mm512_maskz_loadu_ps(m1, yr + 16));
-        }
-        _mm512_mask_storeu_ps(yr, m0, c[i][0]);
-        _mm512_mask_storeu_ps(yr + 16, m1, c[i][1]);
-    }
+    store8(c, y, ldy, m0, m1, accumulate);
 }
 
 /* The same for one row (the last M % 8 rows). */
@@ -109,15 +114,7 @@ static void tile8_bf16(const uint32_t *x, int64_t ldx, const uint32_t *panel, in
             c[i][1] = _mm512_dpbf16_ps(c[i][1], xv, w1);
         }
     }
-    for (int i = 0; i < 8; i++) {
-        float *yr = y + i * ldy;
-        if (accumulate) {
-            c[i][0] = _mm512_add_ps(c[i][0], _mm512_maskz_loadu_ps(m0, yr));
-            c[i][1] = _mm512_add_ps(c[i][1], _mm512_maskz_loadu_ps(m1, yr + 16));
-        }
-        _mm512_mask_storeu_ps(yr, m0, c[i][0]);
-        _mm512_mask_storeu_ps(yr + 16, m1, c[i][1]);
-    }
+    store8(c, y, ldy, m0, m1, accumulate);
 }
 
 static void tile1_bf16(const uint32_t *x, const uint32_t *panel, int64_t kp, float *y, __mmask16 m0, __mmask16 m1,
