@@ -113,8 +113,8 @@ def test_fronted_adjuncts_keep_the_call(tmp_path):
     assert phrasing.front_adjunct("wake me up at {time}") == "at {time}, wake me up"
     assert phrasing.front_adjunct("turn on the lights in the {room}") == "in the {room}, turn on the lights"
     assert phrasing.front_adjunct("text {who} that {msg}") is None
-    datagen.generate(tmp_path, seed=5, n_train=300, n_val=50, front=1.0)
-    convs = [json.loads(line) for line in open(tmp_path / "test.jsonl")]
+    datagen.generate(tmp_path, seed=5, n_train=1000, n_val=50, front=1.0)
+    convs = [json.loads(line) for line in open(tmp_path / "train.jsonl")]
     fronted = [c for c in convs if c["category"] == "single"
                and c["messages"][-4]["content"].lower().startswith(("at ", "in ", "on ", "for "))]
     assert len(fronted) > 20
@@ -150,6 +150,33 @@ def test_mix_and_turns_change_only_the_training_split(tmp_path):
     convs = [json.loads(line) for line in open(tuned / "train.jsonl")]
     assert {c["category"] for c in convs} == {"oos"}
     assert all(sum(m["role"] == "user" for m in c["messages"]) == 3 for c in convs)
+
+
+def test_phrase_and_context_drills_change_only_training(tmp_path):
+    """--phrase puts function words inside invented free text, --context puts a clause
+    before requests; neither reaches validation or test, and the calls stay exact."""
+    base, drilled = tmp_path / "base", tmp_path / "drilled"
+    pieces = ["ab", "cd", "ef"]
+    datagen.generate(base, seed=9, n_train=400, n_val=40, front=0.5, token_words=pieces)
+    datagen.generate(drilled, seed=9, n_train=400, n_val=40, front=0.5, phrase=1.0, context=1.0, token_words=pieces)
+    for split in ("val", "test"):
+        assert (base / f"{split}.jsonl").read_text() == (drilled / f"{split}.jsonl").read_text()
+    shapes = [sh.split("{")[0].strip() or sh.split("}")[1].split("{")[0].strip() for sh in intents._PHRASE_SHAPES]
+    with_clause = with_phrase = 0
+    for c in map(json.loads, open(drilled / "train.jsonl")):
+        for i, m in enumerate(c["messages"]):
+            if m["role"] != "assistant" or not m.get("tool_calls") or c["messages"][i - 1]["role"] != "user":
+                continue
+            request = c["messages"][i - 1]["content"]
+            for tc in m["tool_calls"]:
+                for v in tc["function"]["arguments"].values():
+                    if isinstance(v, str) and len(v.split()) > 1 and any(f" {w} " in f" {v} " for w in shapes if w):
+                        with_phrase += 1
+                        assert v.lower() in request.lower(), (v, request)  # still copied verbatim
+            first = request.split(",")[0].split(".")[0].split(";")[0].split(" so ")[0].lower()
+            with_clause += any(first == cl.split("{")[0].strip().lower() or first.startswith(cl.split("{")[0].lower())
+                               for cl in intents._CONTEXT if cl.split("{")[0].strip())
+    assert with_phrase > 20 and with_clause > 100
 
 
 def test_train_cli_rejects_bad_shares():

@@ -187,12 +187,13 @@ EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 
 
 def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6, front: float = 0.0,
              noise: float = 0.0, mix: tuple | None = None, turns: tuple | None = None,
-             token_words: list[str] | None = None) -> dict:
+             token_words: list[str] | None = None, phrase: float = 0.0, context: float = 0.0) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
-    from them); test data never uses invented values. noise, mix (category shares, see
-    MIX) and turns (shares of 1-3 exchanges, see TURNS) change the training split only.
+    from them); test data never uses invented values. front, noise, phrase, context, mix
+    (category shares, see MIX) and turns (shares of 1-3 exchanges, see TURNS) change the
+    training split only, so validation and test stay the published sentences.
     """
     out.mkdir(parents=True, exist_ok=True)
     lists = split_lists()
@@ -202,8 +203,10 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         # (validation keeps the default share, so runs with other --synth stay comparable on it)
         lists[s]["_synth"] = {"train": synth, "val": 0.6, "test": 0.0}[s]
         lists[s]["_tokens"] = token_words if s != "test" else None
-        lists[s]["_front"] = front  # share of requests with a fronted adjunct (all splits alike)
+        lists[s]["_front"] = front if s == "train" else 0.0  # fronted time/day/place adjuncts
         lists[s]["_noise"] = noise if s == "train" else 0.0  # word-noise drill: training only
+        lists[s]["_phrase"] = phrase if s == "train" else 0.0  # function words inside invented values
+        lists[s]["_context"] = context if s == "train" else 0.0  # a clause before the request
         lists[s]["_mix"] = mix if s == "train" else None
         lists[s]["_turns"] = turns if s == "train" else None
         lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"

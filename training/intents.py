@@ -124,7 +124,49 @@ def _maybe_synth(L: dict, rng: random.Random) -> dict:
     for k in ("messages", "notes", "queries", "reminders", "phrases", "event_titles", "news", "items"):
         short = k in ("items", "news")
         L2[k] = [_word_salad(rng, L, 1 if short else 2, 2 if short else 7) for _ in range(4)]
+    if L.get("_phrase") and rng.random() < L["_phrase"]:  # training split only (datagen)
+        for k in ("messages", "notes", "queries", "reminders", "phrases"):
+            L2[k] = [_phrase(rng, L) for _ in range(4)]
     return L2
+
+
+# Free-text shapes for the function-word drill. Word salad holds no "at", "to" or "is it",
+# so the model learned that a value ends at the first such word: session 3's test misses
+# cut "turn left at the corner" to "turn left" and "what time is it" to "what time". Here
+# the value itself carries them, and only the template's structure says where it ends.
+# No shape puts a number after "at" (that would read as a time).
+_PHRASE_SHAPES = (
+    "{a} {b} at the {c}", "{a} to {N}", "what {a} is it", "{a} me when you {b}", "the {a} was {b}",
+    "{a} the {b} on {n}th street", "{a} {b} for the {c}", "{a} with {N}", "{a} in the {c}", "{a} and {b} {c}",
+    "is it {a}", "{a} {b} from {N}", "{a} by the {c}", "{a} it to {N}", "the {a} is {b}", "{a} at {N}'s place",
+    "{a} me at the {c}", "{a} {b} to the {c}", "{a} on the {c} {d}", "how {a} is the {b}", "{a} for {n} {b}",
+    "{a} is at the {c}", "{a} up the {b} in {N}", "{a} my {b} to the {c}", "where is the {a}", "{a} off at {N}",
+)
+
+
+def _phrase(rng: random.Random, L: dict) -> str:
+    """An invented free-text value with function words inside it (see _PHRASE_SHAPES)."""
+    w = [_word(rng, L) for _ in range(4)]
+    return rng.choice(_PHRASE_SHAPES).format(a=w[0], b=w[1], c=w[2], d=w[3], N=_pseudo_name(rng),
+                                             n=rng.randint(2, 99))
+
+
+# Clauses said before a request that carry no argument ("the cleaner is here, unlock the
+# office door"): session 3's model took the clause's noun as the door. Their nouns are
+# drawn from the split's lists, so they look like values the model must learn to skip.
+_CONTEXT = (
+    "the {n} is here", "{P} is coming over", "I'm heading out", "it's getting late", "I just got home",
+    "{P} just called", "the {n} is broken", "we're leaving soon", "my {n} is ready", "the kids are asleep",
+    "I'm at work", "I'm in a rush", "{P} asked me to", "the {n} starts soon", "so the {n} came",
+    "the {n} is back", "long day", "okay so", "before I forget", "while I think of it", "{P} is asleep",
+    "the {a} {n} arrived", "{P} and I are busy", "the {n} just left", "I forgot the {n} again",
+)
+
+
+def context_clause(rng: random.Random, L: dict) -> str:
+    """A clause to put before a request (training-only drill, see _CONTEXT)."""
+    return rng.choice(_CONTEXT).format(n=rng.choice(L["nouns"]), a=rng.choice(L["adjectives"]),
+                                       P=rng.choice(L["first_names"]))
 
 
 def slot_values(rng: random.Random, L: dict) -> dict[str, tuple[str, dict]]:
@@ -247,8 +289,10 @@ def fill(intent: str, rng: random.Random, L: dict, split: str) -> tuple[str, dic
     text = realize(pattern, rng)
     if L.get("_noise") and rng.random() < L["_noise"]:  # training split only (datagen)
         text = word_noise(text, intent, rng, keep_words=bool(const) or "{" not in text)
-    if L.get("_front") and rng.random() < L["_front"]:  # off by default: keeps the published splits
+    if L.get("_front") and rng.random() < L["_front"]:  # training split only (datagen)
         text = front_adjunct(text) or text
+    if L.get("_context") and rng.random() < L["_context"]:  # training split only (datagen)
+        text = context_clause(rng, L) + rng.choice((", ", ". ", ", so ", " so ", "; ")) + text
     vals = slot_values(rng, L)
     args: dict = dict(const)
     surf = {}

@@ -225,11 +225,15 @@ def main(argv=None) -> None:
     ap.add_argument("--init", type=Path, default=None, help="continue from this checkpoint (and its tokenizer)")
     ap.add_argument("--eval-limit", type=int, default=0, help="test conversations to evaluate (0: all)")
     ap.add_argument("--front", type=float, default=0.0,
-                    help="share of requests whose trailing time/day/place adjunct moves to the front")
+                    help="share of training requests whose trailing time/day/place adjunct moves to the front")
     ap.add_argument("--synth", type=float, default=0.6,
                     help="share of train/val conversations whose open-class values are invented (copy drill)")
     ap.add_argument("--noise", type=float, default=0.0,
                     help="share of training requests with a word dropped, swapped or inserted (word-noise drill)")
+    ap.add_argument("--phrase", type=float, default=0.0,
+                    help="share of invented-value draws whose free text holds function words (at, to, is it)")
+    ap.add_argument("--context", type=float, default=0.0,
+                    help="share of training requests after a clause that carries no argument")
     ap.add_argument("--mix", type=_shares, default=None,
                     help="training shares of single,multi,oos,missing,chat exchanges (default 0.40,0.22,0.10,0.10,0.18)")
     ap.add_argument("--turns", type=_shares, default=None,
@@ -272,7 +276,8 @@ def main(argv=None) -> None:
     pieces = sorted({p.lstrip("Ġ") for p in tok.get_vocab() if p.lstrip("Ġ").isalpha() and p.lstrip("Ġ").isascii()
                      and len(p.lstrip("Ġ")) >= 2})
     stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None,
-                             front=args.front, noise=args.noise, synth=args.synth, mix=args.mix, turns=args.turns)
+                             front=args.front, noise=args.noise, synth=args.synth, mix=args.mix, turns=args.turns,
+                             phrase=args.phrase, context=args.context)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len)
