@@ -6,6 +6,8 @@
 # cut into 12 MB parts, the device returns files of at most 16 MiB) in OUTDIR.
 # With BASELINE=DIR set, that checkpoint is evaluated on the same validation and test
 # data too (baseline_val.json, baseline_test.json), for a like-for-like comparison.
+# With TEST0=1 the new checkpoint is also scored on the published seed-0 test split
+# (test0.json), and the baseline only on validation.
 set -euo pipefail
 outdir=$1; init=$2; seed=$3; budget=$4; lr=$5; shift 5
 run=$(mktemp -d)
@@ -14,8 +16,15 @@ python -m training.train --seed "$seed" --init "$init" --out "$run" --steps 0 --
 if [ -n "${BASELINE:-}" ]; then
     python -m training.evaluate --model "$BASELINE" --data "$run"/data --split val --limit 800 \
         --out "$outdir"/baseline_val.json > /dev/null  # the same 800 as the stage's own val_eval
-    python -m training.evaluate --model "$BASELINE" --data "$run"/data --split test \
-        --out "$outdir"/baseline_test.json > /dev/null
+    if [ -z "${TEST0:-}" ]; then
+        python -m training.evaluate --model "$BASELINE" --data "$run"/data --split test \
+            --out "$outdir"/baseline_test.json > /dev/null
+    fi
+fi
+if [ -n "${TEST0:-}" ]; then  # also score the published test split (seed 0, docs/training.md)
+    python -m training.datagen --out "$run"/data0 --seed 0 --train 10 --val 10 > /dev/null
+    python -m training.evaluate --model "$run"/model --data "$run"/data0 --split test \
+        --out "$outdir"/test0.json > /dev/null
 fi
 cp "$run"/train_log.jsonl "$run"/eval.json "$run"/val_eval.json "$run"/loss.png "$outdir"/
 tar -C "$run" -czf - model | split -b 12M - "$outdir"/model.tgz.part-
