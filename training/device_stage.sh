@@ -7,7 +7,7 @@
 # With BASELINE=DIR set, that checkpoint is evaluated on the same validation and test
 # data too (baseline_val.json, baseline_test.json), for a like-for-like comparison.
 # With TEST0=1 the new checkpoint is also scored on the published seed-0 test split
-# (test0.json), and the baseline only on validation.
+# (test0.json, baseline_test0.json) instead of this seed's test draw.
 set -euo pipefail
 outdir=$1; init=$2; seed=$3; budget=$4; lr=$5; shift 5
 run=$(mktemp -d)
@@ -25,6 +25,10 @@ if [ -n "${TEST0:-}" ]; then  # also score the published test split (seed 0, doc
     python -m training.datagen --out "$run"/data0 --seed 0 --train 10 --val 10 > /dev/null
     python -m training.evaluate --model "$run"/model --data "$run"/data0 --split test \
         --out "$outdir"/test0.json > /dev/null
+    if [ -n "${BASELINE:-}" ]; then
+        python -m training.evaluate --model "$BASELINE" --data "$run"/data0 --split test \
+            --out "$outdir"/baseline_test0.json > /dev/null
+    fi
 fi
 cp "$run"/train_log.jsonl "$run"/eval.json "$run"/val_eval.json "$run"/loss.png "$outdir"/
 tar -C "$run" -czf - model | split -b 12M - "$outdir"/model.tgz.part-
