@@ -184,3 +184,25 @@ def test_train_cli_rejects_bad_shares():
     for bad in (["--mix", "0.5,0.5"], ["--turns", "a,b,c"], ["--mix", "0,0,0,0,0"]):
         with pytest.raises(SystemExit):
             train.main(["--out", "/nonexistent", *bad])
+
+
+def test_bare_tokenizer_spells_a_copied_value_the_same_in_the_request_and_the_call(tmp_path):
+    """With --tokenizer-style bare no word carries a leading space or quote, so a value's
+    tokens in the request reappear unchanged inside the call's JSON string; with the
+    shipped model's Qwen2 split the first word is spelled differently there."""
+    from tokenizers import Tokenizer
+
+    from training import tokenizer as recipe
+
+    datagen.generate(tmp_path, seed=2, n_train=300, n_val=10)
+    bare = recipe.train_tokenizer(list(recipe.corpus(tmp_path, [], limit=300)), vocab_size=800, style="bare")
+    shipped = Tokenizer.from_file(str(ROOT / "models" / "spine" / "tokenizer.json"))
+    value = "tips for better sleep"
+    request, call = f"search {value} please", json.dumps({"query": value})
+    for tok, same in ((bare, True), (shipped, False)):
+        in_call = tok.encode(call).tokens
+        in_request = tok.encode(request).tokens
+        want = tok.encode(value).tokens  # the value as the call's JSON string spells it
+        assert any(in_call[i:i + len(want)] == want for i in range(len(in_call)))
+        assert any(in_request[i:i + len(want)] == want for i in range(len(in_request))) is same, in_request
+        assert tok.decode(tok.encode(call).ids) == call  # lossless either way

@@ -17,15 +17,25 @@ TAGS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<
 # Qwen2-style pre-tokenizer split: words with a leading space/punct, single digits, punctuation runs, newlines.
 PRETOKENIZE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Bare words: no space or quote is ever part of a word's tokens. With the Qwen2 split a
+# copied value's first word is spelled differently in the request ("Ġtips") and in the
+# call's JSON string ('Ġ"' then "ti", "p", "s"), so every copy starts by re-spelling it,
+# and that is where the shipped model's copies break. Here both are "tips"; the price
+# is a token for each space.
+PRETOKENIZE_BARE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|\p{L}+|\p{N}|[^\s\p{L}\p{N}]+[\r\n]*"
+                    r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+STYLES = {"qwen": PRETOKENIZE, "bare": PRETOKENIZE_BARE}
 
 
-def train_tokenizer(texts, vocab_size: int = 6144):
-    """A tokenizers.Tokenizer trained on an iterator of strings; ids 0..8 are the chat/tool tokens."""
+def train_tokenizer(texts, vocab_size: int = 6144, style: str = "qwen"):
+    """A tokenizers.Tokenizer trained on an iterator of strings; ids 0..8 are the chat/tool tokens.
+
+    style: "qwen" (the shipped model's) or "bare" (words never carry a leading space)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated"),
+        pre_tokenizers.Split(Regex(STYLES[style]), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL + TAGS, min_frequency=2,
@@ -77,8 +87,9 @@ def main() -> None:
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--vocab", type=int, default=6144)
+    ap.add_argument("--style", choices=sorted(STYLES), default="qwen", help="pre-tokenizer split (see STYLES)")
     a = ap.parse_args()
-    tok = train_tokenizer(corpus(a.data, stdlib_docs()["train"]), a.vocab)
+    tok = train_tokenizer(corpus(a.data, stdlib_docs()["train"]), a.vocab, a.style)
     save_hf(tok, a.out, CHAT_TEMPLATE)
     print(f"vocab {tok.get_vocab_size()} -> {a.out}")
 

@@ -208,6 +208,8 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--n-train", type=int, default=120_000)
     ap.add_argument("--vocab", type=int, default=6144)
+    ap.add_argument("--tokenizer-style", choices=("qwen", "bare"), default="qwen",
+                    help="bare: words never carry a leading space, so copied values keep their tokens")
     ap.add_argument("--max-len", type=int, default=1024)
     ap.add_argument("--batch-tokens", type=int, default=65536)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -270,7 +272,7 @@ def main(argv=None) -> None:
         save_hf(tok, out / "tokenizer", CHAT_TEMPLATE)
     else:  # the tokenizer learns from a first draw of the training conversations
         datagen.generate(out / "data", args.seed, args.n_train)
-        tok = train_tokenizer(corpus(out / "data", docs["train"]), args.vocab)
+        tok = train_tokenizer(corpus(out / "data", docs["train"]), args.vocab, args.tokenizer_style)
         save_hf(tok, out / "tokenizer", CHAT_TEMPLATE)
     log({"event": "tokenizer", "vocab": tok.get_vocab_size(), "plain_docs": {k: len(v) for k, v in docs.items()}})
     pieces = sorted({p.lstrip("Ġ") for p in tok.get_vocab() if p.lstrip("Ġ").isalpha() and p.lstrip("Ġ").isascii()
