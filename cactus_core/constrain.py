@@ -371,8 +371,10 @@ class CallWatcher:
 
     done = False
 
-    def __init__(self, tools: Sequence[dict], opening: str = "<tool_call>", args_key: str = "arguments"):
+    def __init__(self, tools: Sequence[dict], opening: str = "<tool_call>", args_key: str = "arguments",
+                 constraint: type = None):
         self.tools, self.opening, self.args_key = tools, opening, args_key
+        self.constraint = constraint or CallConstraint  # PythonCallConstraint for tool_code calls
         self.tail = ""  # the last characters of plain text, to spot the opening
         self.active: Optional[CallConstraint] = None
 
@@ -389,4 +391,4 @@ class CallWatcher:
             return
         self.tail = (self.tail + piece)[-len(self.opening):]
         if self.tail == self.opening:
-            self.active = CallConstraint("", self.tools, args_key=self.args_key)
+            self.active = self.constraint("", self.tools, args_key=self.args_key)

@@ -294,23 +294,31 @@ class CallMarkupFilter:
 
 
 def forced_call_constraint(style: str, opening: str, tools: list[dict]):
-    """A :class:`cactus_core.constrain.CallConstraint` for a call forced with ``opening``,
-    or None for a style whose calls are not JSON (gemma's ``tool_code``)."""
+    """A :class:`cactus_core.constrain.CallConstraint` for a call forced with ``opening``:
+    JSON for qwen and llama3, Python (:mod:`cactus_core.constrain_python`) for gemma."""
     from .constrain import CallConstraint
+    from .constrain_python import PythonCallConstraint
 
     if style == "qwen":
         return CallConstraint(opening.removeprefix("<tool_call>\n"), tools, closing="\n</tool_call>")
     if style == "llama3":
         return CallConstraint(opening, tools, args_key="parameters")
+    if style == "gemma":
+        return PythonCallConstraint(opening.removeprefix("```tool_code\n"), tools, closing="\n```")
     return None
 
 
 def call_watcher(style: str, tools: list[dict]):
     """A :class:`cactus_core.constrain.CallWatcher` that constrains the calls a model opens
-    on its own, or None where calls have no opening markup to spot (llama3, gemma)."""
+    on its own, or None where calls have no opening markup to spot (llama3)."""
     from .constrain import CallWatcher
+    from .constrain_python import PythonCallConstraint
 
-    return CallWatcher(tools, "<tool_call>") if style == "qwen" else None
+    if style == "qwen":
+        return CallWatcher(tools, "<tool_call>")
+    if style == "gemma":
+        return CallWatcher(tools, "```tool_code\n", constraint=PythonCallConstraint)
+    return None
 
 
 def forced_call_prefix(style: str, name: str | None = None) -> str:
