@@ -1,7 +1,7 @@
 #!/bin/bash
 # One GPU stage of the default model, as run on the lent H200 (see docs/training.md):
 #   training/device_stage.sh OUTDIR INIT SEED BUDGET_S LR [more training.train flags]
-# Trains from INIT on fresh data of SEED for BUDGET_S seconds, evaluates on validation
+# Trains from INIT ("-": from scratch) on fresh data of SEED for BUDGET_S seconds, evaluates on validation
 # and test, and leaves the log, the evaluations, the curve and the checkpoint (a tar
 # cut into 12 MB parts, the device returns files of at most 16 MiB) in OUTDIR.
 # With BASELINE=DIR set, that checkpoint is evaluated on the same validation and test
@@ -11,7 +11,8 @@
 set -euo pipefail
 outdir=$1; init=$2; seed=$3; budget=$4; lr=$5; shift 5
 run=$(mktemp -d)
-python -m training.train --seed "$seed" --init "$init" --out "$run" --steps 0 --time-budget "$budget" \
+from=(--init "$init"); [ "$init" = "-" ] && from=()  # INIT "-": from scratch, with a new tokenizer
+python -m training.train --seed "$seed" "${from[@]}" --out "$run" --steps 0 --time-budget "$budget" \
     --lr "$lr" --warmup 100 --no-preflight "$@"
 if [ -n "${BASELINE:-}" ]; then
     python -m training.evaluate --model "$BASELINE" --data "$run"/data --split val --limit 800 \
