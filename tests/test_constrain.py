@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 import cactus_core as cactus
 from cactus_core.constrain import CallConstraint, SchemaJson
-from tinymodel import make_chat_model, train_tokenizer
+from tinymodel import TEMPLATES, make_chat_model, train_tokenizer
 
 ALARM = {"type": "object", "required": ["time"], "properties": {
     "time": {"type": "string"}, "on": {"type": "boolean"}, "repeat": {"type": "integer"},
@@ -83,21 +84,40 @@ def test_a_model_that_wants_anything_still_writes_a_valid_call():
                 break
         assert constraint.done, out[-200:]
         call = json.loads(out)
-        assert set(call) == {"name", "arguments"} and call["name"] in ("set_alarm", "get_weather")
-        params = ALARM if call["name"] == "set_alarm" else TOOLS[1]["function"]["parameters"]
-        assert set(params["required"]) <= set(call["arguments"]) <= set(params["properties"])
-        for key, value in call["arguments"].items():
-            want = params["properties"][key].get("type")
-            if want == "integer":
-                assert isinstance(value, int) and not isinstance(value, bool)
-            elif want == "string":
-                assert isinstance(value, str)
+        assert set(call) == {"name", "arguments"}
+        assert_follows_schema(call)
 
 
-@pytest.fixture(scope="module")
-def random_engine(tmp_path_factory):
+def assert_follows_schema(call: dict) -> None:
+    """``call`` names one of TOOLS and its arguments follow that tool's parameter schema."""
+    assert call["name"] in ("set_alarm", "get_weather")
+    params = ALARM if call["name"] == "set_alarm" else TOOLS[1]["function"]["parameters"]
+    assert set(params["required"]) <= set(call["arguments"]) <= set(params["properties"])
+    for key, value in call["arguments"].items():
+        want = params["properties"][key].get("type")
+        if want == "integer":
+            assert isinstance(value, int) and not isinstance(value, bool)
+        elif want == "string":
+            assert isinstance(value, str)
+        elif want == "boolean":
+            assert isinstance(value, bool)
+
+
+@pytest.fixture(scope="module", params=["qwen", "gemma"])
+def random_engine(request, tmp_path_factory):
+    """A random model writing Qwen's JSON calls, or Gemma's Python ones in ```tool_code."""
     model = make_chat_model(tmp_path_factory.mktemp("constrain") / "m", max_positions=8192)
-    return cactus.load(model, backend="numpy_ref", context_length=8192)
+    if request.param == "gemma":
+        cfg_path = os.path.join(model, "tokenizer_config.json")
+        with open(cfg_path, encoding="utf-8") as f:
+            cfg = json.load(f)
+        with open(os.path.join(TEMPLATES, "gemma3_style.jinja"), encoding="utf-8") as f:
+            cfg["chat_template"] = f.read()
+        with open(cfg_path, "w", encoding="utf-8") as f:
+            json.dump(cfg, f)
+    engine = cactus.load(model, backend="numpy_ref", context_length=8192)
+    assert engine.tokenizer.tool_call_style == request.param
+    return engine
 
 
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])

@@ -1,19 +1,14 @@
-"""Constrained decoding of Gemma's Python-style tool calls (cactus_core.constrain_python)."""
+"""Constrained decoding of Gemma's Python-style tool calls (cactus_core.constrain_python);
+the engine-level forced-call tests in test_constrain.py run a Gemma-style model too."""
 from __future__ import annotations
 
-import json
-import os
-import shutil
-
 import numpy as np
-import pytest
 
-import cactus_core as cactus
 from cactus_core.constrain import CallWatcher
 from cactus_core.constrain_python import PythonCall, PythonCallConstraint
 from cactus_core.tool_calls import parse_tool_calls
-from test_constrain import ALARM, TOOLS
-from tinymodel import TEMPLATES, make_chat_model, train_tokenizer
+from test_constrain import TOOLS, assert_follows_schema
+from tinymodel import train_tokenizer
 
 
 def _ok(text: str) -> bool:
@@ -59,17 +54,7 @@ def test_a_model_that_wants_anything_still_writes_a_valid_python_call():
         assert constraint.done, out[-200:]
         rest, calls = parse_tool_calls("```tool_code\n" + out + constraint.closing, "gemma", tools=TOOLS)
         assert len(calls) == 1 and rest == "", out
-        call = calls[0]
-        params = ALARM if call["name"] == "set_alarm" else TOOLS[1]["function"]["parameters"]
-        assert set(params["required"]) <= set(call["arguments"]) <= set(params["properties"])
-        for key, value in call["arguments"].items():
-            want = params["properties"][key].get("type")
-            if want == "integer":
-                assert isinstance(value, int) and not isinstance(value, bool)
-            elif want == "string":
-                assert isinstance(value, str)
-            elif want == "boolean":
-                assert isinstance(value, bool)
+        assert_follows_schema(calls[0])
 
 
 def test_watcher_constrains_tool_code_blocks_only():
@@ -86,32 +71,3 @@ def test_watcher_constrains_tool_code_blocks_only():
     for piece in ['get_weather(city="Oslo")']:
         watcher.advance(piece)
     assert watcher.active is None  # the call is whole: the model closes the fence itself
-
-
-@pytest.fixture(scope="module")
-def gemma_engine(tmp_path_factory):
-    """A random model whose chat template is Gemma's, so calls are ```tool_code blocks."""
-    path = make_chat_model(tmp_path_factory.mktemp("gemma") / "m", max_positions=4096)
-    with open(os.path.join(TEMPLATES, "gemma3_style.jinja"), encoding="utf-8") as f:
-        template = f.read()
-    cfg_path = os.path.join(path, "tokenizer_config.json")
-    with open(cfg_path, encoding="utf-8") as f:
-        cfg = json.load(f)
-    cfg["chat_template"] = template
-    with open(cfg_path, "w", encoding="utf-8") as f:
-        json.dump(cfg, f)
-    engine = cactus.load(path, backend="numpy_ref", context_length=4096)
-    assert engine.tokenizer.tool_call_style == "gemma"
-    yield engine
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
-def test_forced_gemma_call_from_an_untrained_model_parses(gemma_engine, choice):
-    r = gemma_engine.complete([{"role": "user", "content": "hi"}], tools=TOOLS, max_tokens=3000,
-                              tool_choice=choice, temperature=0.7, seed=3)
-    assert r["success"] and r["finish_reason"] == "tool_calls", r
-    (call,) = r["function_calls"]
-    assert call["name"] in ("set_alarm", "get_weather")
-    if isinstance(choice, dict):
-        assert call["name"] == "get_weather" and isinstance(call["arguments"]["city"], str)
