@@ -37,6 +37,8 @@ class KVCache:
         self.values = np.zeros(shape, dtype=dtype)
         self.max_len = max_len
         self.offset = 0  # tokens already stored
+        # Each layer's (B, Hkv, max_len, d) views, made once: layer() runs per layer and token.
+        self._layers = list(zip(self.keys, self.values))
 
     @classmethod
     def for_model(cls, model: CausalLM, max_len: Optional[int] = None, dtype: Any = None) -> "KVCache":
@@ -46,17 +48,25 @@ class KVCache:
 
     def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Store ``k``/``v`` ``(B, Hkv, L, d)`` after the cached tokens; return all of them."""
-        L = k.shape[2]
-        end = self.offset + L
+        start = self.offset
+        end = start + k.shape[2]
         if end > self.max_len:
             raise ValueError(f"KV cache overflow: {end} > {self.max_len}")
-        self.keys[layer, :, :, self.offset : end] = k
-        self.values[layer, :, :, self.offset : end] = v
-        if self.offset == 0 and self.keys.dtype != np.asarray(k).dtype:
+        keys, values = self._layers[layer]
+        keys[:, :, start:end] = k
+        values[:, :, start:end] = v
+        if start == 0 and keys.dtype != np.asarray(k).dtype:
             # Nothing cached before: attend over the new K/V as computed, unrounded
             # (a prompt's own logits are then those of a float32 cache).
             return k, v
-        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
+        return keys[:, :, :end], values[:, :, :end]
+
+    def layer(self, layer: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The layer's whole ``(B, Hkv, max_len, d)`` key and value arrays, for
+        ``ops.cached_attention`` to store ``n`` new positions in after the cached ones."""
+        if self.offset + n > self.max_len:
+            raise ValueError(f"KV cache overflow: {self.offset + n} > {self.max_len}")
+        return self._layers[layer]
 
     def advance(self, n: int) -> None:
         """Called by the model once every layer has stored ``n`` new positions."""

@@ -35,8 +35,22 @@ OPS: tuple[str, ...] = (
     "conv1d",
 )
 
+#: Fused ops, each doing the work of several ops above in one call (decode makes
+#: a few hundred op calls per token, and each costs microseconds of Python), and
+#: the op whose backend runs it.  A backend implements a fused op only where it
+#: pays; otherwise :class:`Ops` runs the base class's composition of its parts,
+#: each part dispatched as usual, so every backend works unchanged.
+FUSED_OPS: dict[str, str] = {
+    "multi_linear": "linear", "gated_linear": "linear", "rope_qk": "rope", "cached_attention": "attention",
+}
+
 #: Activation names understood by ``activation`` and ``gated_activation``.
 ACTIVATIONS = ("silu", "gelu", "gelu_tanh", "relu")
+
+
+#: dtype -> name: ``np.dtype.name`` is a Python property costing ~3 us, and every
+#: linear of a float model asks for it once per call.
+_DTYPE_NAMES: dict[Any, str] = {}
 
 
 def weight_format(w: Any) -> str:
@@ -44,7 +58,11 @@ def weight_format(w: Any) -> str:
     fmt = getattr(w, "format", None)
     if fmt is not None:
         return fmt
-    return np.dtype(w.dtype).name
+    dt = w.dtype
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = np.dtype(dt).name
+    return name
 
 
 class Backend:
@@ -158,6 +176,67 @@ class Backend:
         """1-D convolution: x ``(B, C_in, T)``, weight ``(C_out, C_in/groups, K)`` -> ``(B, C_out, T')``."""
         raise NotImplementedError
 
+    # --- fused ops: defaults compose the ops above (``self`` may be an Ops) ---
+    def multi_linear(
+        self, x: np.ndarray, ws: Sequence[Any], biases: Optional[Sequence[Optional[np.ndarray]]] = None,
+        norm: Optional[tuple] = None,
+    ) -> list[np.ndarray]:
+        """``[linear(x, w, b) for w, b in zip(ws, biases)]``: projections of one input (q/k/v).
+
+        The weights share ``x``'s feature count; ``biases`` is None or one entry
+        (array or None) per weight.  ``norm`` = ``(weight, eps, unit_offset)``
+        RMS-normalises x first (the pre-norm of the block the projections open).
+        """
+        if norm is not None:
+            x = self.rms_norm(x, *norm)
+        if biases is None:
+            return [self.linear(x, w) for w in ws]
+        return [self.linear(x, w, b) for w, b in zip(ws, biases)]
+
+    def gated_linear(
+        self, x: np.ndarray, gate: Any, up: Any, kind: str,
+        gate_bias: Optional[np.ndarray] = None, up_bias: Optional[np.ndarray] = None, norm: Optional[tuple] = None,
+    ) -> np.ndarray:
+        """``act(x @ gate.T + gate_bias) * (x @ up.T + up_bias)``: the first half of a gated MLP
+        (x RMS-normalised first by ``norm``, as in :meth:`multi_linear`)."""
+        g, u = self.multi_linear(x, (gate, up), (gate_bias, up_bias), norm)
+        return self.gated_activation(g, u, kind)
+
+    def rope_qk(
+        self, q: np.ndarray, k: np.ndarray, positions: np.ndarray, inv_freq: np.ndarray,
+        q_norm: Optional[np.ndarray] = None, k_norm: Optional[np.ndarray] = None,
+        eps: float = 1e-6, unit_offset: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`rope` of queries and keys at the same positions, each first RMS-normed over
+        ``head_dim`` when its norm weight is given (QK-norm: Qwen3, Gemma 3)."""
+        if q_norm is not None:
+            q = self.rms_norm(q, q_norm, eps, unit_offset)
+        if k_norm is not None:
+            k = self.rms_norm(k, k_norm, eps, unit_offset)
+        return self.rope(q, positions, inv_freq), self.rope(k, positions, inv_freq)
+
+    def cached_attention(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray,
+        offset: int, *, scale: float, sliding_window: Optional[int] = None, softcap: Optional[float] = None,
+    ) -> np.ndarray:
+        """Store a layer's new keys and values in its cache, then causal :meth:`attention` over it.
+
+        ``cache_k``/``cache_v`` are the layer's whole preallocated cache, ``(B, Hkv,
+        max_len, d)`` in float32 or float16; k, v ``(B, Hkv, L, d)`` go to positions
+        ``[offset, offset + L)`` and q ``(B, Hq, L, d)`` attends over ``[0, offset + L)``.
+        With nothing cached before (``offset`` 0), a cache of another dtype is not read
+        back: the prompt attends over its keys and values as computed.
+        """
+        end = offset + k.shape[2]
+        cache_k[:, :, offset:end] = k
+        cache_v[:, :, offset:end] = v
+        if offset == 0 and cache_k.dtype != k.dtype:
+            keys, values = k, v
+        else:
+            keys, values = cache_k[:, :, :end], cache_v[:, :, :end]
+        return self.attention(q, keys, values, scale=scale, q_offset=offset, sliding_window=sliding_window,
+                              softcap=softcap)
+
 
 class Ops:
     """Dispatches each op to the first backend, by priority, that supports it.
@@ -165,6 +244,12 @@ class Ops:
     ``Ops([neon, numpy_ref])`` runs ``linear`` on neon for the formats neon
     accepts and on numpy_ref for the rest.  Resolution is cached per
     ``(op, format)`` so the per-token cost is one dict lookup.
+
+    A fused op (:data:`FUSED_OPS`) runs on the backend that runs its part (for
+    ``multi_linear``, the one that multiplies weights of that format) if that
+    backend implements it, else as :class:`Backend`'s composition of the parts
+    through this dispatcher.  A subclass that overrides ``linear`` (calibration
+    records, weight swaps) sees every projection: fused linears then compose.
     """
 
     def __init__(self, backends: Sequence[Backend]):
@@ -172,6 +257,7 @@ class Ops:
             raise BackendError("no kernel backend is available; install cactus or a backend plugin")
         self.backends = list(backends)
         self._cache: dict[tuple[str, Optional[str]], Any] = {}
+        self._compose_linear = type(self).linear is not Ops.linear
 
     @property
     def name(self) -> str:
@@ -182,7 +268,11 @@ class Ops:
         """The bound method that will run ``op`` on weights of ``fmt``."""
         key = (op, fmt)
         fn = self._cache.get(key)
-        if fn is None:
+        if fn is None and op in FUSED_OPS:
+            owner = self.resolve(FUSED_OPS[op], fmt).__self__
+            fn = getattr(owner, op) if owner.supports(op, fmt) else getattr(Backend, op).__get__(self)
+            self._cache[key] = fn
+        elif fn is None:
             for b in self.backends:
                 if b.supports(op, fmt):
                     fn = getattr(b, op)
@@ -194,8 +284,10 @@ class Ops:
         return fn
 
     def backend_for(self, op: str, fmt: Optional[str] = None) -> str:
-        """Name of the backend that runs ``op`` for ``fmt`` (for reports and tests)."""
-        return self.resolve(op, fmt).__self__.name
+        """Name of the backend that runs ``op`` for ``fmt`` (for reports and tests);
+        ``"composed"`` for a fused op that runs as its parts."""
+        owner = self.resolve(op, fmt).__self__
+        return owner.name if isinstance(owner, Backend) else "composed"
 
     def prepare(self, w: Any) -> Any:
         """Let the backend that will multiply by ``w`` prepare it once at load."""
@@ -208,8 +300,23 @@ class Ops:
     def embedding(self, table, ids):
         return self.resolve("embedding", weight_format(table))(table, ids)
 
+    def multi_linear(self, x, ws, biases=None, norm=None):
+        fmt = weight_format(ws[0])
+        for w in ws:
+            if weight_format(w) != fmt:  # mixed formats: each weight to its own backend
+                return Backend.multi_linear(self, x, ws, biases, norm)
+        if self._compose_linear:
+            return Backend.multi_linear(self, x, ws, biases, norm)
+        return self.resolve("multi_linear", fmt)(x, ws, biases, norm)
+
+    def gated_linear(self, x, gate, up, kind, gate_bias=None, up_bias=None, norm=None):
+        fmt = weight_format(gate)
+        if self._compose_linear or weight_format(up) != fmt:
+            return Backend.gated_linear(self, x, gate, up, kind, gate_bias, up_bias, norm)
+        return self.resolve("gated_linear", fmt)(x, gate, up, kind, gate_bias, up_bias, norm)
+
     def __getattr__(self, op: str):
-        if op in OPS:
+        if op in OPS or op in FUSED_OPS:
             fn = self.resolve(op)
             self.__dict__[op] = fn  # later calls skip __getattr__ entirely
             return fn

@@ -11,8 +11,10 @@ subclassing and providing a ``backend`` fixture::
             return MyBackend()
 
 Ops a backend does not implement (``supports(op)`` is false) are skipped with
-that reason, because dispatch falls back to numpy_ref for them.  Tolerances are
-for float32 arithmetic that may reassociate sums.
+that reason, because dispatch falls back to numpy_ref for them.  The fused ops
+(``graph.FUSED_OPS``) run on every backend: one that does not implement them
+inherits ``Backend``'s composition of its own ops, which must agree too.
+Tolerances are for float32 arithmetic that may reassociate sums.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 
 from cactus_core.backends.numpy_ref import NumpyBackend
 from cactus_core.formats import BFloat16, f32_to_bf16
+from cactus_core.graph import FUSED_OPS
 
 RTOL = 1e-4
 ATOL = 1e-5
@@ -51,6 +54,12 @@ class BackendConformance:
     def need(self, backend, op, fmt=None):
         if not backend.supports(op, fmt):
             pytest.skip(f"{backend.name} does not implement {op} for {fmt}; numpy_ref serves it")
+
+    def need_fused(self, backend, op, fmt=None, *parts):
+        """A fused op runs on the backend itself, or as its composition of ``parts``."""
+        if not backend.supports(op, fmt):
+            for part in (FUSED_OPS[op],) + parts:
+                self.need(backend, part, fmt if part == "linear" else None)
 
     # --- linear ------------------------------------------------------------
     @pytest.mark.parametrize("L", [1, 3, 17])
@@ -167,3 +176,69 @@ class BackendConformance:
         x, w, b = _rand(rng, 1, 8, 19), _rand(rng, 12, 8 // groups, 3), _rand(rng, 12)
         kw = dict(stride=stride, padding=padding, groups=groups)
         _close(backend.conv1d(x, w, b, **kw), ref.conv1d(x, w, b, **kw))
+
+    # --- fused ops -----------------------------------------------------------
+    @pytest.mark.parametrize("L", [1, 4])
+    @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+    @pytest.mark.parametrize("biased", [False, True])
+    @pytest.mark.parametrize("normed", [None, False, True])  # no pre-norm; RMSNorm; with unit offset
+    def test_multi_linear(self, backend, ref, rng, L, dtype, biased, normed):
+        self.need_fused(backend, "multi_linear", dtype, *(("rms_norm",) if normed is not None else ()))
+        ws32 = [_rand(rng, n, 48, scale=0.1) for n in (64, 16, 16)]  # q, k, v of a GQA layer
+        ws = [BFloat16(f32_to_bf16(w)) if dtype == "bfloat16" else w.astype(dtype) for w in ws32]
+        biases = [_rand(rng, 64), None, _rand(rng, 16)] if biased else None
+        norm = None if normed is None else (_rand(rng, 48), 1e-6, normed)
+        x = _rand(rng, 1, L, 48, scale=3.0)
+        got, want = backend.multi_linear(x, ws, biases, norm), ref.multi_linear(x, ws, biases, norm)
+        assert len(got) == 3
+        for g, w in zip(got, want):
+            _close(np.ascontiguousarray(g), w, rtol=2e-4, atol=2e-5)
+
+    @pytest.mark.parametrize("kind", ["silu", "gelu_tanh", "gelu"])
+    @pytest.mark.parametrize("L", [1, 5])
+    def test_gated_linear(self, backend, ref, rng, kind, L):
+        self.need_fused(backend, "gated_linear", "float16", "gated_activation")
+        gate, up = _rand(rng, 40, 24, scale=0.3).astype(np.float16), _rand(rng, 40, 24, scale=0.3).astype(np.float16)
+        x = _rand(rng, 1, L, 24)
+        _close(backend.gated_linear(x, gate, up, kind), ref.gated_linear(x, gate, up, kind), rtol=2e-4, atol=2e-5)
+        gb, ub = _rand(rng, 40), _rand(rng, 40)
+        _close(backend.gated_linear(x, gate, up, kind, gb, ub), ref.gated_linear(x, gate, up, kind, gb, ub),
+               rtol=2e-4, atol=2e-5)
+        if backend.supports("gated_linear", "float16") or backend.supports("rms_norm"):
+            norm = (_rand(rng, 24), 1e-6)  # the MLP's pre-norm in the same call
+            _close(backend.gated_linear(x, gate, up, kind, norm=norm), ref.gated_linear(x, gate, up, kind, norm=norm),
+                   rtol=2e-4, atol=2e-5)
+
+    @pytest.mark.parametrize("normed", [False, True])
+    @pytest.mark.parametrize("unit_offset", [False, True])
+    @pytest.mark.parametrize("L,offset,rotary_dim", [(1, 0, 16), (1, 37, 16), (6, 3, 8)])
+    def test_rope_qk(self, backend, ref, rng, normed, unit_offset, L, offset, rotary_dim):
+        self.need_fused(backend, "rope_qk", None, "rms_norm")
+        q, k = _rand(rng, 1, 4, L, 16, scale=2.0), _rand(rng, 1, 2, L, 16, scale=2.0)  # GQA: 4 query heads, 2 kv
+        inv_freq = (1.0 / 10000 ** (np.arange(0, rotary_dim, 2) / rotary_dim)).astype(np.float32)
+        pos = np.arange(offset, offset + L)
+        norms = (_rand(rng, 16), _rand(rng, 16)) if normed else (None, None)
+        got = backend.rope_qk(q, k, pos, inv_freq, *norms, 1e-6, unit_offset)
+        want = ref.rope_qk(q, k, pos, inv_freq, *norms, 1e-6, unit_offset)
+        for g, w in zip(got, want):
+            _close(g, w, rtol=1e-4, atol=1e-5)
+
+    @pytest.mark.parametrize("cache_dtype", ["float32", "float16"])
+    @pytest.mark.parametrize("offset,L", [(0, 5), (7, 1), (9, 4)])
+    @pytest.mark.parametrize("window,softcap", [(None, None), (4, 30.0)])
+    def test_cached_attention(self, backend, ref, rng, cache_dtype, offset, L, window, softcap):
+        self.need_fused(backend, "cached_attention")
+        B, Hq, Hkv, d, max_len = 1, 4, 2, 16, 24
+        prefix = _rand(rng, B, Hkv, offset, d).astype(cache_dtype)
+        caches = []
+        for _ in range(2):  # the backend's and the reference's, holding the same earlier positions
+            ck, cv = np.zeros((B, Hkv, max_len, d), cache_dtype), np.zeros((B, Hkv, max_len, d), cache_dtype)
+            ck[:, :, :offset], cv[:, :, :offset] = prefix, prefix[..., ::-1]
+            caches.append((ck, cv))
+        q, k, v = _rand(rng, B, Hq, L, d), _rand(rng, B, Hkv, L, d), _rand(rng, B, Hkv, L, d)
+        kw = dict(scale=d**-0.5, sliding_window=window, softcap=softcap)
+        got = backend.cached_attention(q, k, v, *caches[0], offset, **kw)
+        want = ref.cached_attention(q, k, v, *caches[1], offset, **kw)
+        _close(got, want, rtol=2e-4, atol=2e-5)
+        for a, b in zip(caches[0], caches[1]):  # the new positions stored, rounded the same way
+            np.testing.assert_array_equal(a, b)

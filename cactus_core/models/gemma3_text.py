@@ -77,22 +77,21 @@ class Attention:
         self.o_proj = w("o_proj.weight", (D, H * d), linear=True)
         self.q_norm = norm_weight(w("q_norm.weight", (d,)))
         self.k_norm = norm_weight(w("k_norm.weight", (d,)))
+        self.qkv_proj = (self.q_proj, self.k_proj, self.v_proj)
 
-    def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int) -> np.ndarray:
+    def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int, norm=None) -> np.ndarray:
         B, L, D = x.shape
-        q = ops.linear(x, self.q_proj).reshape(B, L, self.n_heads, self.head_dim)
-        k = ops.linear(x, self.k_proj).reshape(B, L, self.n_kv_heads, self.head_dim)
-        v = ops.linear(x, self.v_proj).reshape(B, L, self.n_kv_heads, self.head_dim)
-        q = ops.rms_norm(q, self.q_norm, self.eps, unit_offset=True).transpose(0, 2, 1, 3)
-        k = ops.rms_norm(k, self.k_norm, self.eps, unit_offset=True).transpose(0, 2, 1, 3)
-        v = v.transpose(0, 2, 1, 3)
+        q, k, v = ops.multi_linear(x, self.qkv_proj, None, norm)  # one call: they share x and its norm
+        q = q.reshape(B, L, self.n_heads, self.head_dim).transpose(0, 2, 1, 3)
+        k = k.reshape(B, L, self.n_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
+        v = v.reshape(B, L, self.n_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
         offset = cache.offset
         positions = np.arange(offset, offset + L)
-        q = ops.rope(q, positions, self.inv_freq)
-        k = ops.rope(k, positions, self.inv_freq)
-        keys, values = cache.update(layer, k, v)
-        out = ops.attention(
-            q, keys, values, scale=self.scale, q_offset=offset,
+        q, k = ops.rope_qk(q, k, positions, self.inv_freq, self.q_norm, self.k_norm, self.eps,
+                           unit_offset=True)
+        keys, values = cache.layer(layer, L)
+        out = ops.cached_attention(
+            q, k, v, keys, values, offset, scale=self.scale,
             sliding_window=self.sliding_window, softcap=self.softcap,
         )
         out = out.transpose(0, 2, 1, 3).reshape(B, L, self.n_heads * self.head_dim)
@@ -107,9 +106,8 @@ class MLP:
         self.up_proj = w("up_proj.weight", (F, D), linear=True)
         self.down_proj = w("down_proj.weight", (D, F), linear=True)
 
-    def __call__(self, ops: Ops, x: np.ndarray) -> np.ndarray:
-        gate, up = ops.linear(x, self.gate_proj), ops.linear(x, self.up_proj)
-        return ops.linear(ops.gated_activation(gate, up, self.act), self.down_proj)
+    def __call__(self, ops: Ops, x: np.ndarray, norm=None) -> np.ndarray:
+        return ops.linear(ops.gated_linear(x, self.gate_proj, self.up_proj, self.act, norm=norm), self.down_proj)
 
 
 class TransformerBlock:
@@ -124,9 +122,10 @@ class TransformerBlock:
         self.post_feedforward_layernorm = norm_weight(w("post_feedforward_layernorm.weight", (D,)))
 
     def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int) -> np.ndarray:
-        a = self.self_attn(ops, ops.rms_norm(x, self.input_layernorm, self.eps, unit_offset=True), cache, layer)
+        # The pre-norms run inside the first projections that read them (q/k/v, gate/up).
+        a = self.self_attn(ops, x, cache, layer, norm=(self.input_layernorm, self.eps, True))
         h = x + ops.rms_norm(a, self.post_attention_layernorm, self.eps, unit_offset=True)
-        m = self.mlp(ops, ops.rms_norm(h, self.pre_feedforward_layernorm, self.eps, unit_offset=True))
+        m = self.mlp(ops, h, norm=(self.pre_feedforward_layernorm, self.eps, True))
         return h + ops.rms_norm(m, self.post_feedforward_layernorm, self.eps, unit_offset=True)
 
 

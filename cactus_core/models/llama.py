@@ -54,25 +54,30 @@ class Attention:
         self.k_bias = norm_weight(w("k_proj.bias", (Hkv * d,))) if bias else None
         self.v_bias = norm_weight(w("v_proj.bias", (Hkv * d,))) if bias else None
         self.o_bias = norm_weight(w("o_proj.bias", (D,))) if bias else None
+        self.qkv_proj = (self.q_proj, self.k_proj, self.v_proj)
+        self.qkv_bias = (self.q_bias, self.k_bias, self.v_bias) if bias else None
+        self.q_norm = self.k_norm = None  # QK-norm weights (Qwen3 sets them)
+        self.eps = args.rms_norm_eps
 
-    def project(self, ops: Ops, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Queries, keys and values as ``(B, heads, L, head_dim)``, before RoPE."""
+    def project(self, ops: Ops, x: np.ndarray, norm=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Queries, keys and values as ``(B, heads, L, head_dim)``, before RoPE, of x
+        normed by ``norm`` (rms_norm's arguments) in the same call."""
         B, L, D = x.shape
-        q = ops.linear(x, self.q_proj, self.q_bias).reshape(B, L, self.n_heads, self.head_dim)
-        k = ops.linear(x, self.k_proj, self.k_bias).reshape(B, L, self.n_kv_heads, self.head_dim)
-        v = ops.linear(x, self.v_proj, self.v_bias).reshape(B, L, self.n_kv_heads, self.head_dim)
+        q, k, v = ops.multi_linear(x, self.qkv_proj, self.qkv_bias, norm)  # one call: they share x
+        q = q.reshape(B, L, self.n_heads, self.head_dim)
+        k = k.reshape(B, L, self.n_kv_heads, self.head_dim)
+        v = v.reshape(B, L, self.n_kv_heads, self.head_dim)
         return q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
 
-    def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int) -> np.ndarray:
+    def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int, norm=None) -> np.ndarray:
         B, L, D = x.shape
-        q, k, v = self.project(ops, x)
+        q, k, v = self.project(ops, x, norm)
         offset = cache.offset
         positions = np.arange(offset, offset + L)
-        q = ops.rope(q, positions, self.inv_freq)
-        k = ops.rope(k, positions, self.inv_freq)
-        keys, values = cache.update(layer, k, v)  # (B, Hkv, offset + L, d)
-        out = ops.attention(
-            q, keys, values, scale=self.scale, q_offset=offset, sliding_window=self.sliding_window
+        q, k = ops.rope_qk(q, k, positions, self.inv_freq, self.q_norm, self.k_norm, self.eps)
+        keys, values = cache.layer(layer, L)  # the whole preallocated (B, Hkv, max_len, d)
+        out = ops.cached_attention(
+            q, k, v, keys, values, offset, scale=self.scale, sliding_window=self.sliding_window
         )
         out = out.transpose(0, 2, 1, 3).reshape(B, L, self.n_heads * self.head_dim)
         return ops.linear(out, self.o_proj, self.o_bias)
@@ -90,10 +95,9 @@ class MLP:
         self.up_bias = norm_weight(w("up_proj.bias", (F,))) if bias else None
         self.down_bias = norm_weight(w("down_proj.bias", (D,))) if bias else None
 
-    def __call__(self, ops: Ops, x: np.ndarray) -> np.ndarray:
-        gate = ops.linear(x, self.gate_proj, self.gate_bias)
-        up = ops.linear(x, self.up_proj, self.up_bias)
-        return ops.linear(ops.gated_activation(gate, up, self.act), self.down_proj, self.down_bias)
+    def __call__(self, ops: Ops, x: np.ndarray, norm=None) -> np.ndarray:
+        h = ops.gated_linear(x, self.gate_proj, self.up_proj, self.act, self.gate_bias, self.up_bias, norm)
+        return ops.linear(h, self.down_proj, self.down_bias)
 
 
 class TransformerBlock:
@@ -108,8 +112,9 @@ class TransformerBlock:
         self.post_attention_layernorm = norm_weight(w("post_attention_layernorm.weight", (D,)))
 
     def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int) -> np.ndarray:
-        h = x + self.self_attn(ops, ops.rms_norm(x, self.input_layernorm, self.eps), cache, layer)
-        return h + self.mlp(ops, ops.rms_norm(h, self.post_attention_layernorm, self.eps))
+        # Each pre-norm runs inside the first projections that read it (q/k/v, gate/up).
+        h = x + self.self_attn(ops, x, cache, layer, norm=(self.input_layernorm, self.eps))
+        return h + self.mlp(ops, h, norm=(self.post_attention_layernorm, self.eps))
 
 
 class Model(CausalLM):

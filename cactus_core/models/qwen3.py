@@ -7,7 +7,6 @@ from typing import Optional
 
 import numpy as np
 
-from ..graph import Ops
 from . import llama
 from .base import Scope, norm_weight
 
@@ -31,13 +30,9 @@ class Attention(llama.Attention):
     def __init__(self, args: ModelArgs, w: Scope, inv_freq: np.ndarray, layer: int):
         super().__init__(args, w, inv_freq, layer)
         self.sliding_window = args.window_for(layer)
-        self.eps = args.rms_norm_eps
+        # Normed per head before RoPE, in the same fused call (ops.rope_qk).
         self.q_norm = norm_weight(w("q_norm.weight", (args.head_dim,)))
         self.k_norm = norm_weight(w("k_norm.weight", (args.head_dim,)))
-
-    def project(self, ops: Ops, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        q, k, v = super().project(ops, x)  # (B, heads, L, head_dim)
-        return ops.rms_norm(q, self.q_norm, self.eps), ops.rms_norm(k, self.k_norm, self.eps), v
 
 
 MLP = llama.MLP

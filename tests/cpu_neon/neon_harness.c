@@ -432,6 +432,187 @@ static void test_cq_i8(int bits, int d, int64_t K, int64_t N, int64_t group, int
     free(cbq);
 }
 
+/* Fused calls (fused.c) against one call per weight: the same kernels over the
+ * same rotated (and, for int8 activations, quantized) x; the gated form
+ * against act(gate) * up of those outputs.  Three weights share one
+ * sign vector, as q/k/v quantized with one seed do. */
+static void test_fused(int bits, int d, int64_t M, int i8) {
+    enum { n = 3 };
+    const int64_t K = 256, group = 128, block = 64, nv = K / d, stride = (nv * bits + 7) / 8, E = 1 << bits;
+    const int64_t Ns[n] = {96, 40, 40};
+    float *x = fill(M * K, 1), *signs = malloc(sizeof(float) * (size_t)K), *y = fill(M * 176, 0);
+    float *sep = fill(M * 176, 0), *gated = fill(M * 40, 0);
+    double *want = malloc(sizeof(double) * (size_t)(M * 176));
+    for (int64_t k = 0; k < K; k++) signs[k] = frand() < 0 ? -1.0f : 1.0f;
+    cn_cq_weight w[n];
+    for (int i = 0; i < n; i++) {
+        uint8_t *codes = malloc((size_t)(Ns[i] * stride));
+        uint16_t *scales = malloc(2 * (size_t)(Ns[i] * K / group));
+        float *cb = fill(d * E, 1), amax = 0;
+        int8_t *cbq = malloc((size_t)(d * E));
+        for (int64_t j = 0; j < Ns[i] * stride; j++) codes[j] = (uint8_t)(frand() * 128 + 128);
+        for (int64_t j = 0; j < Ns[i] * K / group; j++) scales[j] = to_half(0.5f + 0.25f * frand());
+        for (int64_t j = 0; j < d * E; j++) cb[j] = (float)half_ref(to_half(cb[j])), amax = fmaxf(amax, fabsf(cb[j]));
+        for (int64_t c = 0; c < E; c++)
+            for (int e = 0; e < d; e++) cbq[e * E + c] = (int8_t)lrintf(cb[d * c + e] / (amax / 127.0f));
+        w[i] = (cn_cq_weight){codes, stride, bits, d, scales, group, cb, i8 ? cbq : NULL, amax / 127.0f, signs,
+                              block, Ns[i], i == 2 ? x : NULL}; /* any n floats make a bias */
+    }
+    int rc = 0;
+    for (int i = 0, at = 0; i < n; at += (int)(M * Ns[i]), i++)
+        rc |= i8 ? cn_cq_linear_i8(x, M, K, w[i].codes, stride, bits, d, w[i].scales, group, w[i].cb_q8,
+                                   w[i].cb_scale, signs, block, Ns[i], w[i].bias, sep + at)
+                 : cn_cq_linear(x, M, K, w[i].codes, stride, bits, d, w[i].scales, group, w[i].codebook, signs,
+                                block, Ns[i], w[i].bias, sep + at, 0);
+    rc |= cn_cq_linear_multi(x, M, K, n, w, y, NULL, 0, 0, 0, i8, -1);
+    rc |= cn_cq_linear_multi(x, M, K, 2, w + 1, gated, NULL, 0, 0, 0, i8, 0);
+    char name[96];
+    snprintf(name, sizeof name, "fused cq %d-bit %d-vectors M=%lld%s", bits, d, (long long)M, i8 ? " int8-act" : "");
+    if (rc) {
+        failures++, printf("FAIL %s: rc %d\n", name, rc);
+    } else {
+        for (int64_t i = 0; i < M * 176; i++) want[i] = sep[i];
+        /* int8 rows are computed one by one: the same bits.  Exact decode runs rows four
+         * at a time from where a thread's chunk starts, so chunks cut elsewhere round
+         * differently in the last place. */
+        check(name, y, want, M * 176, i8 ? 0 : 1e-5, i8 ? 0 : 1e-6);
+        const float *g = sep + M * 96, *u = g + M * 40;
+        for (int64_t i = 0; i < M * 40; i++) want[i] = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+        snprintf(name + strlen(name), sizeof name - strlen(name), " gated silu");
+        check(name, gated, want, M * 40, 1e-5, 1e-6);
+    }
+    for (int i = 0; i < n; i++) {
+        free((void *)w[i].codes); free((void *)w[i].scales); free((void *)w[i].codebook);
+        free((void *)(i8 ? w[i].cb_q8 : NULL));
+    }
+    free(x); free(signs); free(y); free(sep); free(gated); free(want);
+}
+
+/* Float weights of three types in one call against one cn_linear each. */
+static void test_linear_multi(int64_t M) {
+    enum { n = 3 };
+    const int64_t K = 200, Ns[n] = {70, 33, 33};
+    float *x = fill(M * K, 1), *y = fill(M * 136, 0), *sep = fill(M * 136, 0), *g = fill(M * 33, 0);
+    double *want = malloc(sizeof(double) * (size_t)(M * 136));
+    cn_float_weight w[n];
+    void *store[n];
+    for (int i = 0; i < n; i++) { /* wtype i: float32, float16, bfloat16 */
+        float *f = fill(Ns[i] * K, 1);
+        if (i == 0) {
+            store[i] = f;
+        } else {
+            uint16_t *h = malloc(2 * (size_t)(Ns[i] * K));
+            for (int64_t j = 0; j < Ns[i] * K; j++) {
+                uint32_t b;
+                memcpy(&b, &f[j], 4);
+                h[j] = i == 1 ? to_half(f[j]) : (uint16_t)(b >> 16);
+            }
+            free(f);
+            store[i] = h;
+        }
+        w[i] = (cn_float_weight){store[i], i, Ns[i], i == 1 ? x : NULL};
+    }
+    for (int i = 0, at = 0; i < n; at += (int)(M * Ns[i]), i++) cn_linear(x, M, K, w[i].w, i, Ns[i], w[i].bias, sep + at);
+    int rc = cn_linear_multi(x, M, K, n, w, y, NULL, 0, 0, -1) | cn_linear_multi(x, M, K, 2, w + 1, g, NULL, 0, 0, 2);
+    char name[64];
+    snprintf(name, sizeof name, "fused float linear M=%lld", (long long)M);
+    if (rc) {
+        failures++, printf("FAIL %s: rc %d\n", name, rc);
+    } else {
+        for (int64_t i = 0; i < M * 136; i++) want[i] = sep[i];
+        check(name, y, want, M * 136, 0, 0); /* the same row loops over the same rows */
+        const float *gt = sep + M * 70, *up = gt + M * 33;
+        for (int64_t i = 0; i < M * 33; i++) {
+            const double t = gt[i];
+            want[i] = 0.5 * t * (1 + tanh(0.7978845608028654 * (t + 0.044715 * t * t * t))) * up[i];
+        }
+        snprintf(name + strlen(name), sizeof name - strlen(name), " gated gelu_tanh");
+        check(name, g, want, M * 33, 1e-5, 1e-6);
+    }
+    for (int i = 0; i < n; i++) free(store[i]);
+    free(x); free(y); free(sep); free(g); free(want);
+}
+
+/* QK-norm and RoPE of queries and keys in one call, against the scalar maths. */
+static void test_rope_qk(int normed, int unit_offset) {
+    const int64_t BHq = 6, BHk = 2, L = 3, hd = 16, half = 6;
+    const float eps = 1e-6f;
+    float *q = fill(BHq * L * hd, 2), *k = fill(BHk * L * hd, 2), *qo = fill(BHq * L * hd, 0), *ko = fill(BHk * L * hd, 0);
+    float *inv = fill(half, 0), *qn = fill(hd, 1), *kn = fill(hd, 1);
+    double pos[3] = {4, 5, 900}, *want = malloc(sizeof(double) * (size_t)(BHq * L * hd));
+    for (int64_t i = 0; i < half; i++) inv[i] = (float)pow(10000.0, -(double)i / (double)half);
+    int rc = cn_rope_qk(q, k, qo, ko, BHq, BHk, L, hd, pos, inv, half, normed ? qn : NULL, normed ? kn : NULL, eps,
+                        unit_offset);
+    for (int t = 0; t < 2; t++) {
+        const float *x = t ? k : q, *nw = t ? kn : qn, *got = t ? ko : qo;
+        const int64_t rows = (t ? BHk : BHq) * L;
+        for (int64_t r = 0; r < rows; r++) {
+            double v[16], ss = 0;
+            for (int64_t i = 0; i < hd; i++) ss += (double)x[r * hd + i] * x[r * hd + i];
+            for (int64_t i = 0; i < hd; i++)
+                v[i] = normed ? x[r * hd + i] / sqrt(ss / hd + eps) * (nw[i] + (unit_offset ? 1.0 : 0.0)) : x[r * hd + i];
+            for (int64_t i = 0; i < hd; i++) want[r * hd + i] = v[i];
+            for (int64_t i = 0; i < half; i++) {
+                const double a = pos[r % L] * inv[i], c = cos(a), s = sin(a);
+                want[r * hd + i] = v[i] * c - v[half + i] * s;
+                want[r * hd + half + i] = v[half + i] * c + v[i] * s;
+            }
+        }
+        char name[64];
+        snprintf(name, sizeof name, "rope_qk %s%s%s", t ? "keys" : "queries", normed ? " normed" : "",
+                 unit_offset ? " (unit offset)" : "");
+        if (rc) failures++, printf("FAIL %s: rc %d\n", name, rc);
+        else check(name, got, want, rows * hd, 1e-5, 1e-5);
+    }
+    free(q); free(k); free(qo); free(ko); free(inv); free(qn); free(kn); free(want);
+}
+
+/* The nearest float16 to x, ties to the even pattern, found by bisecting the
+ * ordered positive patterns with half_ref: independent of any bit trick. */
+static uint16_t half_nearest(float x) {
+    if (isnan(x)) return 0x7e00;
+    const uint16_t s = signbit(x) ? 0x8000 : 0;
+    const double a = fabs((double)x);
+    if (a >= 65520.0) return s | 0x7c00; /* past the largest half by half a step: inf */
+    uint16_t lo = 0, hi = 0x7bff; /* largest pattern with value <= a */
+    while (lo < hi) {
+        const uint16_t mid = (uint16_t)((lo + hi + 1) / 2);
+        if (half_ref(mid) <= a) lo = mid; else hi = mid - 1;
+    }
+    const double below = half_ref(lo), above = half_ref((uint16_t)(lo + 1));
+    if (a - below < above - a || (a - below == above - a && !(lo & 1))) return s | lo;
+    return s | (uint16_t)(lo + 1);
+}
+
+/* New keys and values stored in a float16 cache (rounded to nearest even:
+ * subnormal halves, ties, overflow) and a float32 one, then attention over
+ * the cache against cn_attention on the same rows. */
+static void test_cached_attention(int64_t d) {
+    const int64_t B = 1, Hq = 4, Hkv = 2, L = 3, max_len = 9, off = 4, n = B * Hkv * L * d;
+    float *q = fill(B * Hq * L * d, 1), *k = fill(n, 1), *v = fill(n, 1), *o = fill(B * Hq * L * d, 0);
+    float *o2 = fill(B * Hq * L * d, 0);
+    for (int64_t i = 0; i < n; i++) { /* spread over every range a half has, and past it */
+        k[i] = ldexpf(k[i], (int)(i % 48) - 30);
+        v[i] = i % 7 == 0 ? (float)(1 + 2 * (i % 5)) * ldexpf(1.0f, -25) : v[i] * 70000.0f; /* ties, overflow */
+    }
+    uint16_t *ck = calloc((size_t)(B * Hkv * max_len * d), 2), *cv = calloc((size_t)(B * Hkv * max_len * d), 2);
+    int rc = cn_cached_attention(q, k, v, ck, cv, 1, o, B, Hq, Hkv, L, d, max_len, off, 0.5f, -1, 0, 0);
+    int bad = rc != 0;
+    for (int64_t bh = 0; bh < B * Hkv; bh++)
+        for (int64_t r = 0; r < max_len; r++)
+            for (int64_t i = 0; i < d; i++) {
+                const int64_t at = (bh * max_len + r) * d + i, src = (bh * L + r - off) * d + i;
+                const int fresh = r >= off && r < off + L;
+                bad += ck[at] != (fresh ? half_nearest(k[src]) : 0) || cv[at] != (fresh ? half_nearest(v[src]) : 0);
+            }
+    cn_attention(q, ck, cv, 1, o2, B, Hq, Hkv, L, off + L, d, 0.5f, off, 1, -1, 0, NULL, 0, 0, 0, 0,
+                 Hkv * max_len * d, max_len * d);
+    for (int64_t i = 0; i < B * Hq * L * d; i++) bad += o[i] != o2[i] && !(isnan(o[i]) && isnan(o2[i]));
+    failures += bad != 0;
+    printf("%s cached attention, float16 cache, d=%lld (%d mismatches)\n", bad ? "FAIL" : "ok  ", (long long)d, bad);
+    free(q); free(k); free(v); free(o); free(o2); free(ck); free(cv);
+}
+
 int main(void) {
     printf("native NEON: %s\n", cn_native_neon() ? "yes" : "no (SIMDe)");
     printf("threads: %s\n", (const char *[]){"none", "OpenMP", "thread pool"}[cn_threading()]);
@@ -484,6 +665,19 @@ int main(void) {
     test_cq_i8(8, 4, 512, 67, 128, 1, 1); /* CQ2: half chunks */
     test_cq_i8(8, 4, 512, 21, 256, 1, 1);
     test_cq_i8(8, 4, 320, 19, 80, 2, 1);
+    /* fused calls: exact decode in one region, prefill, int8-activation decode */
+    test_fused(8, 2, 1, 0);
+    test_fused(6, 2, 1, 0);
+    test_fused(8, 4, 4, 0);
+    test_fused(8, 2, 1, 1);
+    test_fused(6, 2, 1, 1);
+    test_linear_multi(1);
+    test_linear_multi(5);
+    test_cached_attention(3);  /* the scalar rounding */
+    test_cached_attention(16); /* the vector convert */
+    test_rope_qk(0, 0);
+    test_rope_qk(1, 0);
+    test_rope_qk(1, 1);
     {
         const uint8_t c = 0; const uint16_t sc = 0; const int8_t q = 0; float out = 0, xx = 0;
         const int rc = cn_cq_linear_i8(&xx, 1, 64, &c, 64, 8, 1, &sc, 64, &q, 1.0f, NULL, 64, 1, NULL, &out);

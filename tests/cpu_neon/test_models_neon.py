@@ -27,7 +27,9 @@ def _load(path, neon):
     return model_module(config).Model(config, load_weights(path), ops), ops
 
 
-@pytest.mark.parametrize("name", ["llama-gqa-untied", "mistral-sliding", "qwen3-gqa", "gemma3-softcap"])
+@pytest.mark.parametrize(
+    "name", ["llama-gqa-untied", "llama-bias-headdim", "mistral-sliding", "qwen3-gqa", "gemma3-softcap"]
+)
 def test_logits_match_transformers(neon, name, tmp_path):
     ref, path = test_models.build_reference(name, tmp_path)
     ids = list(np.random.default_rng(0).integers(0, test_models.BASE["vocab_size"], size=20))

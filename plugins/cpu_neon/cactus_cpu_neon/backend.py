@@ -35,6 +35,9 @@ _QUANT_FORMATS = frozenset(
     if hasattr(_formats, cls)
 )
 
+#: Fused ops over several weights (cactus_core.graph.FUSED_OPS), one C call each.
+_FUSED_LINEAR = ("multi_linear", "gated_linear")
+
 _INSTALL_HINT = "reinstall the plugin with: pip install --force-reinstall ./plugins/cpu_neon"
 
 
@@ -42,10 +45,19 @@ class KernelArgumentError(BackendError, ValueError):
     """Arguments a kernel cannot take (shapes, kinds); also a ValueError like numpy_ref's."""
 
 
+#: Newest C entry points this Python side calls: a module built from older sources
+#: lacks them, and would otherwise fail on the first fused op of a decode.
+_REQUIRED = ("cn_cq_linear_multi", "cn_linear_multi", "cn_rope_qk", "cn_cached_attention")
+
+
 def load_kernels():
-    """The compiled cffi module; raises ImportError when the plugin was not built."""
+    """The compiled cffi module; raises ImportError when the plugin was not built, or was
+    built from older sources than this Python code."""
     from . import _kernels
 
+    missing = [name for name in _REQUIRED if not hasattr(_kernels.lib, name)]
+    if missing:
+        raise ImportError(f"the compiled kernels predate this plugin's Python code (no {missing[0]})")
     return _kernels
 
 
@@ -201,11 +213,18 @@ class NeonBackend(Backend):
         self._fp = functools.partial(self._ffi.from_buffer, "float[]")
         # Small parameters (norm weights): id -> (weakref, float32 vector), see _param.
         self._widened: dict[int, tuple[Any, np.ndarray]] = {}
+        # Fused linears: weight ids -> (weakrefs, C weight array, N per weight), see _group.
+        self._groups: dict[tuple[int, ...], tuple] = {}
+        # CQ sign vectors by their packed bytes and block: tensors quantized with one
+        # seed share one array, so a fused call rotates x once for all of them.
+        self._signs: dict[tuple[bytes, int], np.ndarray] = {}
 
     def supports(self, op: str, fmt: Optional[str] = None) -> bool:
-        """Quantized formats for linear and embedding lookups only."""
+        """Quantized formats for linear and embedding lookups only, and CQ (not int4/int8)
+        for the fused linears."""
         if fmt in _QUANT_FORMATS and op not in ("linear", "embedding"):
-            return False
+            if not (fmt == "cq" and op in _FUSED_LINEAR):
+                return False
         return super().supports(op, fmt)
 
     def _param(self, w: Any, n: int, what: str) -> np.ndarray:
@@ -277,7 +296,12 @@ class NeonBackend(Backend):
         if w.format not in _QUANT_FORMATS:
             raise KernelArgumentError(f"cpu_neon has no kernel for {w.format} weights")
         meta, buf = w.meta, self._ffi.from_buffer
-        signs = (1.0 - 2.0 * np.unpackbits(np.asarray(w.arrays["signs"]), bitorder="little")).astype(np.float32)
+        packed = np.asarray(w.arrays["signs"])
+        key = (packed.tobytes(), int(meta["block_size"]))
+        signs = self._signs.get(key)
+        if signs is None:
+            signs = (1.0 - 2.0 * np.unpackbits(packed, bitorder="little")).astype(np.float32)
+            self._signs[key] = signs
         codebook = _f32(w.arrays["codebook"])
         codes = np.ascontiguousarray(w.arrays["codes"])
         scales = np.ascontiguousarray(w.arrays["scales"])
@@ -338,6 +362,105 @@ class NeonBackend(Backend):
             raise KernelArgumentError(f"cpu_neon cannot run {w.format} layout {w.meta}")
         return y
 
+    # --- fused linears (several weights reading one x) ------------------------
+    def multi_linear(self, x, ws, biases=None, norm=None):
+        x = _f32(x)
+        kind, arr, Ns, K, keep = self._group(ws, biases)  # keep: bias vectors alive for the call
+        M = _check_features(x, K)
+        y = np.empty(M * sum(Ns), dtype=np.float32)
+        self._run_group(kind, x, M, K, arr, y, -1, norm)
+        outs, lead, at = [], x.shape[:-1], 0
+        for N in Ns:  # weight i's rows sit one after another in y: contiguous views
+            outs.append(y[at : at + M * N].reshape(lead + (N,)))
+            at += M * N
+        return outs
+
+    def gated_linear(self, x, gate, up, kind, gate_bias=None, up_bias=None, norm=None):
+        code = _ACTIVATIONS.get(kind)
+        if code is None:
+            raise KernelArgumentError(f"unknown activation '{kind}'; expected one of {', '.join(_ACTIVATIONS)}")
+        x = _f32(x)
+        biases = None if gate_bias is None and up_bias is None else (gate_bias, up_bias)
+        wkind, arr, Ns, K, keep = self._group((gate, up), biases)
+        if Ns[0] != Ns[1]:
+            raise KernelArgumentError(f"gated_linear: gate has {Ns[0]} outputs but up has {Ns[1]}")
+        M = _check_features(x, K)
+        y = np.empty(x.shape[:-1] + (Ns[0],), dtype=np.float32)
+        self._run_group(wkind, x, M, K, arr, y, code, norm)
+        return y
+
+    def _run_group(self, kind, x, M, K, arr, y, gated, norm):
+        """One C call for the group; ``norm`` (weight, eps, unit_offset) RMS-normalises x in it."""
+        nw, eps, unit = self._ffi.NULL, 0.0, 0
+        if norm is not None:
+            weight, eps, *unit_offset = norm  # as rms_norm's arguments: unit_offset may be left out
+            nw = self._fp(self._param(weight, K, "norm weight"))
+            eps, unit = float(eps), int(bool(unit_offset and unit_offset[0]))
+        if kind == "cq":
+            rc = self._lib.cn_cq_linear_multi(self._fp(x), M, K, len(arr), arr, self._fp(y), nw, eps, unit,
+                                              self.bf16_prefill, 1, gated)
+        else:
+            rc = self._lib.cn_linear_multi(self._fp(x), M, K, len(arr), arr, self._fp(y), nw, eps, unit, gated)
+        if rc != 0:
+            raise KernelArgumentError("cpu_neon fused linear: out of memory" if rc == -2 else
+                                      "cpu_neon cannot run these weights' layouts in one fused call")
+
+    def _group(self, ws, biases):
+        """("cq" or "float", C array of the weights, outputs per weight, inputs, arrays to keep
+        alive) of a group of weights: built once per group, used while the very same weight
+        objects come back (checked by identity), dropped when one of them dies."""
+        key = tuple(map(id, ws))
+        hit = self._groups.get(key)
+        if hit is None or any(r() is not w for r, w in zip(hit[0], ws)):
+            hit = self._make_group(key, ws)
+        _, kind, arr, Ns, K, keep = hit
+        if biases is not None:
+            if len(biases) != len(Ns):
+                raise KernelArgumentError(f"fused linear: {len(biases)} biases for {len(Ns)} weights")
+            if any(b is not None for b in biases):
+                arr, vecs = self._with_biases(kind, arr, Ns, biases)
+                keep = (keep, vecs)
+        return kind, arr, Ns, K, keep
+
+    def _make_group(self, key, ws) -> tuple:
+        if not 1 <= len(ws) <= 8:
+            raise KernelArgumentError(f"fused linear takes 1 to 8 weights, not {len(ws)}")
+        Ks = {int(w.shape[1]) if len(w.shape) == 2 else -1 for w in ws}
+        if len(Ks) != 1 or -1 in Ks:
+            raise KernelArgumentError(f"fused linear weights must be 2-D with one input size, got "
+                                      f"{[tuple(w.shape) for w in ws]}")
+        K, Ns = Ks.pop(), [int(w.shape[0]) for w in ws]
+        if all(isinstance(w, QuantizedTensor) and w.format == "cq" for w in ws):
+            kind, arr = "cq", self._ffi.new("cn_cq_weight[]", len(ws))
+            keep = [self._cq_prep(w) for w in ws]  # codes, scales, tables: not the tensors themselves
+            for c, (_, args, i8), N in zip(arr, keep, Ns):
+                (c.codes, c.stride, c.index_bits, c.vec_dim, c.scales, c.group, c.codebook, c.signs,
+                 c.block) = args
+                c.N = N
+                if i8 is not None:
+                    c.cb_q8, c.cb_scale = i8[6], i8[7]
+        else:
+            kind, arr, keep = "float", self._ffi.new("cn_float_weight[]", len(ws)), []
+            for c, w, N in zip(arr, ws, Ns):
+                raw, c.wtype = _matrix(w, "fused linear")
+                c.w, c.N = self._ffi.from_buffer(raw), N  # the struct holds the address, not the array
+                if raw is not getattr(w, "raw", w):
+                    keep.append(raw)  # a contiguous copy only the group holds
+        table = self._groups
+        refs = [weakref.ref(w, lambda _, k=key: table.pop(k, None)) for w in ws]
+        hit = table[key] = (refs, kind, arr, Ns, K, keep)
+        return hit
+
+    def _with_biases(self, kind, arr, Ns, biases):
+        """A copy of a group's C array with this call's biases (models with q/k/v biases)."""
+        out = self._ffi.new("cn_cq_weight[]" if kind == "cq" else "cn_float_weight[]", len(Ns))
+        self._ffi.memmove(out, arr, self._ffi.sizeof(arr))
+        vecs = [None if b is None else _vector(b, N, "linear bias") for b, N in zip(biases, Ns)]
+        for c, v in zip(out, vecs):
+            if v is not None:
+                c.bias = self._fp(v)
+        return out, vecs
+
     def embedding(self, table, ids):
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         vocab, D = table.shape
@@ -389,9 +512,33 @@ class NeonBackend(Backend):
         if 2 * half > hd:
             raise KernelArgumentError(f"rope: rotary dim {2 * half} exceeds head_dim {hd}")
         out = np.empty_like(x)
-        self._lib.cn_rope(self._fp(x), self._fp(out), x.size // max(L * hd, 1), L, hd,
-                          self._ffi.from_buffer("double[]", pos), self._fp(inv), half)
+        if self._lib.cn_rope(self._fp(x), self._fp(out), x.size // max(L * hd, 1), L, hd,
+                             self._ffi.from_buffer("double[]", pos), self._fp(inv), half):
+            raise KernelArgumentError("cpu_neon rope: out of memory")
         return out
+
+    def rope_qk(self, q, k, positions, inv_freq, q_norm=None, k_norm=None, eps=1e-6, unit_offset=False):
+        q, k = _f32(q), _f32(k)
+        if q.ndim < 2 or k.shape[-2:] != q.shape[-2:]:
+            raise KernelArgumentError(f"rope_qk: queries {q.shape} and keys {k.shape} need the same (L, head_dim)")
+        L, hd = q.shape[-2], q.shape[-1]
+        pos = np.ascontiguousarray(positions, dtype=np.float64).reshape(-1)
+        inv = _f32(inv_freq).reshape(-1)
+        half = inv.shape[0]
+        if pos.shape[0] != L:
+            raise KernelArgumentError(f"rope_qk: {pos.shape[0]} positions for a sequence of length {L}")
+        if 2 * half > hd:
+            raise KernelArgumentError(f"rope_qk: rotary dim {2 * half} exceeds head_dim {hd}")
+        null, fp = self._ffi.NULL, self._fp
+        qn = null if q_norm is None else fp(self._param(q_norm, hd, "q_norm weight"))
+        kn = null if k_norm is None else fp(self._param(k_norm, hd, "k_norm weight"))
+        qo, ko = np.empty_like(q), np.empty_like(k)
+        rows = max(L * hd, 1)
+        if self._lib.cn_rope_qk(fp(q), fp(k), fp(qo), fp(ko), q.size // rows, k.size // rows, L, hd,
+                                self._ffi.from_buffer("double[]", pos), fp(inv), half, qn, kn, float(eps),
+                                int(bool(unit_offset))):
+            raise KernelArgumentError("cpu_neon rope_qk: out of memory")
+        return qo, ko
 
     # --- attention -----------------------------------------------------------
     def attention(self, q, k, v, *, scale, q_offset=0, causal=True, sliding_window=None,
@@ -423,6 +570,36 @@ class NeonBackend(Backend):
         self._lib.cn_attention(self._fp(q), self._ptr(k), self._ptr(v), kvtype, self._fp(out), B, Hq,
                                Hkv, L, S, d, float(scale), int(q_offset), int(bool(causal)), window,
                                cap, m, *strides, *kv_strides)
+        return out
+
+    def cached_attention(self, q, k, v, cache_k, cache_v, offset, *, scale, sliding_window=None, softcap=None):
+        q, k, v = _f32(q), _f32(k), _f32(v)
+        if q.ndim != 4 or k.ndim != 4 or k.shape != v.shape:
+            raise KernelArgumentError(
+                f"cached_attention wants q (B,Hq,L,d) and k, v (B,Hkv,L,d); got {q.shape}, {k.shape}, {v.shape}"
+            )
+        B, Hq, L, d = q.shape
+        Hkv = k.shape[1]
+        if k.shape[0] != B or k.shape[2:] != (L, d) or Hkv == 0 or Hq % Hkv:
+            raise KernelArgumentError(f"cached_attention: k/v shape {k.shape} does not fit q shape {q.shape}")
+        kvtype = _KV_TYPES.get(getattr(cache_k, "dtype", None))
+        shape = getattr(cache_k, "shape", ())
+        if (kvtype is None or getattr(cache_v, "dtype", None) != cache_k.dtype or getattr(cache_v, "shape", ()) != shape
+                or len(shape) != 4 or not (cache_k.flags.c_contiguous and cache_v.flags.c_contiguous)
+                or not (cache_k.flags.writeable and cache_v.flags.writeable)):
+            # not a layer of a preallocated float32/float16 cache: numpy stores, the kernel attends
+            return Backend.cached_attention(self, q, k, v, cache_k, cache_v, offset, scale=scale,
+                                            sliding_window=sliding_window, softcap=softcap)
+        if shape[:2] != (B, Hkv) or shape[3] != d or not 0 <= offset <= shape[2] - L:
+            raise KernelArgumentError(f"cached_attention: {L} new positions at {offset} do not fit a cache "
+                                      f"of shape {shape} for keys {k.shape}")
+        out = np.empty_like(q)
+        window = -1 if sliding_window is None else int(sliding_window)
+        buf, fp = self._ffi.from_buffer, self._fp
+        own = int(offset == 0 and kvtype != 0)  # a first chunk attends over its own float32 K/V
+        self._lib.cn_cached_attention(fp(q), fp(k), fp(v), buf(cache_k), buf(cache_v), kvtype, fp(out), B, Hq, Hkv,
+                                      L, d, shape[2], int(offset), float(scale), window,
+                                      0.0 if not softcap else float(softcap), own)
         return out
 
     # --- elementwise ---------------------------------------------------------

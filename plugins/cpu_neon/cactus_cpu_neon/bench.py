@@ -2,6 +2,7 @@
 
     python -m cactus_cpu_neon.bench [--threads N] [--cpu-time] [--json]
     python -m cactus_cpu_neon.bench --python-share MODEL [--tokens 32] [--threads N] [--cpu-time]
+    python -m cactus_cpu_neon.bench --python-only MODEL [--tokens 64]
     python -m cactus_cpu_neon.bench --cq-decode [--threads N]
 
 Shapes are those of a ~1B-parameter model (hidden 2048, MLP 8192, 32 query
@@ -10,7 +11,9 @@ with int8 activations.  Each figure is the median of several runs;
 the linear rows also give the weight bandwidth reached (bytes of weights
 streamed per second), the number that bounds decode speed.  ``--python-share``
 instead decodes with a model and reports the share of each step spent outside
-the C kernels.
+the C kernels; ``--python-only`` times the Python of a decode step alone, with
+every C call replaced by a no-op (thread CPU time, so a busy machine matters
+little).
 """
 
 from __future__ import annotations
@@ -201,6 +204,66 @@ def python_share(model: str, tokens: int = 32, threads=None, cpu_time: bool = Fa
             "share_outside_c": 1.0 - timed.seconds / total}
 
 
+class _NullLib:
+    """Stands in for the cffi ``lib``: every kernel returns 0 at once."""
+
+    def __init__(self, lib):
+        self._lib = lib
+
+    def __getattr__(self, name):
+        fn = getattr(self._lib, name)
+        if callable(fn):
+            fn = lambda *args: 0  # noqa: E731 - the cheapest callable
+        setattr(self, name, fn)
+        return fn
+
+
+def python_only(model: str, tokens: int = 64, rounds: int = 5) -> dict:
+    """Python time of a decode step (ms, thread CPU time, best of ``rounds``), its C calls stubbed.
+
+    After four real steps (weights paged in, per-tensor tables built) the C library
+    is replaced by no-ops and the backend's ``np.empty`` by ``np.zeros``, so the
+    outputs the stubs never write hold zeros, not garbage whose NaN or denormal
+    arithmetic would be slow.  One thread: no pool to wait for.
+    """
+    import os
+    import types
+
+    import cactus_core as cactus
+
+    from . import backend as _backend
+
+    threads, os.environ["CACTUS_THREADS"] = os.environ.get("CACTUS_THREADS"), "1"
+    try:
+        engine = cactus.load(model, backend="cpu_neon")
+    finally:
+        if threads is None:
+            del os.environ["CACTUS_THREADS"]
+        else:
+            os.environ["CACTUS_THREADS"] = threads
+    neon = engine.model.ops.resolve("linear", "float32").__self__
+    gen, tok = engine.generator, 1
+    gen.reset()
+    for _ in range(4):
+        tok = int(np.argmax(gen.step(tok)))
+    real_lib, real_np = neon._lib, _backend.np
+    zeros = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
+    zeros.empty, zeros.empty_like = np.zeros, np.zeros_like
+    neon._lib, _backend.np = _NullLib(real_lib), zeros
+    best = float("inf")
+    try:
+        with np.errstate(all="ignore"):
+            for _ in range(rounds):
+                gen.reset()
+                t = time.thread_time()
+                for _ in range(tokens):
+                    gen.step(1)
+                best = min(best, (time.thread_time() - t) / tokens)
+    finally:
+        neon._lib, _backend.np = real_lib, real_np
+    return {"model": model, "python_ms_per_token": 1000 * best}
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=None)
@@ -208,7 +271,8 @@ def main(argv=None) -> None:
     p.add_argument("--cpu-time", action="store_true", help="time by process CPU time (busy machines)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--python-share", metavar="MODEL", help="share of decode time spent outside C")
-    p.add_argument("--tokens", type=int, default=32, help="decode steps for --python-share")
+    p.add_argument("--python-only", metavar="MODEL", help="Python ms per decode step, C calls stubbed")
+    p.add_argument("--tokens", type=int, default=None, help="decode steps (--python-share 32, --python-only 64)")
     p.add_argument("--cq-decode", action="store_true", help="CQ decode GB/s: exact kernel against int8 activations")
     a = p.parse_args(argv)
     if a.cq_decode:
@@ -216,8 +280,12 @@ def main(argv=None) -> None:
         print(json.dumps(rows, indent=2) if a.json else
               "\n".join(f"{r['case']:28s} {r['ms']:8.3f} ms {r['codes_GBps']:6.1f} GB/s of codes" for r in rows))
         return
+    if a.python_only:
+        r = python_only(a.python_only, a.tokens or 64)
+        print(json.dumps(r, indent=2) if a.json else f"{r['python_ms_per_token']:.3f} ms of Python per token")
+        return
     if a.python_share:
-        r = python_share(a.python_share, a.tokens, a.threads, a.cpu_time)
+        r = python_share(a.python_share, a.tokens or 32, a.threads, a.cpu_time)
         if a.json:
             print(json.dumps(r, indent=2))
         else:

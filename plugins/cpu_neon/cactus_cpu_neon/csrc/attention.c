@@ -251,3 +251,52 @@ void cn_attention(const float *q, const void *k, const void *v, int kvtype, floa
     const int64_t tasks = base * ((group + gchunk - 1) / gchunk);
     cn_parallel_for(tasks, B * Hq * L * S * d, kvtype == CN_F16 ? attn_f16 : attn_f32, &a);
 }
+
+/* ---- store new keys and values in the cache, then attend ---------------- */
+
+/* float32 -> float16 bits, rounded to nearest even like numpy's astype. */
+static uint16_t f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu)); /* NaN stays NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (and inf): inf */
+    if (ax < 0x38800000u) { /* below 2^-14: a subnormal half, exact scaling then one rounding */
+        float a;
+        memcpy(&a, &ax, 4);
+        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
+    }
+    return (uint16_t)(sign | ((ax + 0xc8000fffu + ((ax >> 13) & 1u)) >> 13)); /* rebias, round */
+}
+
+static void store_f16(const float *src, uint16_t *dst, int64_t n) {
+    int64_t i = 0;
+#if CN_NATIVE
+    for (; i + 4 <= n; i += 4) vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+#elif defined(__F16C__)
+    for (; i + 4 <= n; i += 4)
+        _mm_storel_epi64((__m128i *)(void *)(dst + i), _mm_cvtps_ph(_mm_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++) dst[i] = f32_to_f16(src[i]);
+}
+
+int cn_cached_attention(const float *q, const float *k, const float *v, void *cache_k, void *cache_v, int kvtype,
+                        float *out, int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t d, int64_t max_len,
+                        int64_t offset, float scale, int64_t window, float softcap, int own) {
+    if (Hkv < 1 || Hq % Hkv || offset < 0 || L < 1 || offset + L > max_len || (kvtype != 0 && kvtype != 1)) return -1;
+    const size_t es = kvtype ? 2 : 4;
+    for (int64_t bh = 0; bh < B * Hkv; bh++) /* rows of d values, at offset in each (batch, head) */
+        for (int t = 0; t < 2; t++) {
+            const float *src = (t ? v : k) + bh * L * d;
+            char *dst = (char *)(t ? cache_v : cache_k) + ((size_t)(bh * max_len + offset) * (size_t)d) * es;
+            if (kvtype) store_f16(src, (uint16_t *)(void *)dst, L * d);
+            else memcpy(dst, src, sizeof(float) * (size_t)(L * d));
+        }
+    if (own) /* the new rows as computed: contiguous float32 (B, Hkv, L, d) */
+        cn_attention(q, k, v, 0, out, B, Hq, Hkv, L, L, d, scale, offset, 1, window, softcap, NULL, 0, 0, 0, 0,
+                     Hkv * L * d, L * d);
+    else
+        cn_attention(q, cache_k, cache_v, kvtype, out, B, Hq, Hkv, L, offset + L, d, scale, offset, 1, window,
+                     softcap, NULL, 0, 0, 0, 0, Hkv * max_len * d, max_len * d);
+    return 0;
+}

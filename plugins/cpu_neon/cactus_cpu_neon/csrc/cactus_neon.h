@@ -28,8 +28,16 @@ void cn_rms_norm(const float *x, const float *w, float *out, int64_t rows,
 void cn_layer_norm(const float *x, const float *w, const float *b, float *out,
                    int64_t rows, int64_t D, float eps);
 
-void cn_rope(const float *x, float *out, int64_t BH, int64_t L, int64_t hd,
-             const double *positions, const float *inv_freq, int64_t half);
+/* cn_rope and cn_rope_qk return -2 when out of memory, else 0. */
+int cn_rope(const float *x, float *out, int64_t BH, int64_t L, int64_t hd,
+            const double *positions, const float *inv_freq, int64_t half);
+
+/* RoPE of queries (BHq rows of L positions) and keys (BHk rows) with one
+ * table of angles; q_norm / k_norm (may be NULL) RMS-norm each row of hd
+ * values first (QK-norm, weight + 1 with unit_offset). */
+int cn_rope_qk(const float *q, const float *k, float *q_out, float *k_out, int64_t BHq, int64_t BHk,
+               int64_t L, int64_t hd, const double *positions, const float *inv_freq, int64_t half,
+               const float *q_norm, const float *k_norm, float eps, int unit_offset);
 
 void cn_softmax(const float *x, float *out, int64_t rows, int64_t n);
 
@@ -47,6 +55,16 @@ void cn_attention(const float *q, const void *k, const void *v, int kvtype,
                   int64_t window, float softcap, const float *mask,
                   int64_t ms0, int64_t ms1, int64_t ms2, int64_t ms3,
                   int64_t kvs0, int64_t kvs1);
+
+/* Store k, v (B, Hkv, L, d; contiguous float32) at rows [offset, offset + L)
+ * of one layer's contiguous cache (B, Hkv, max_len, d; kvtype 0 float32,
+ * 1 float16 rounded to nearest even), then causal cn_attention of q (B, Hq,
+ * L, d) over rows [0, offset + L) of the cache, or over k, v as given when
+ * own != 0 (a prompt's first chunk: not read back from a float16 cache).
+ * Returns -1 when the rows do not fit the cache or the heads do not group. */
+int cn_cached_attention(const float *q, const float *k, const float *v, void *cache_k, void *cache_v, int kvtype,
+                        float *out, int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t d, int64_t max_len,
+                        int64_t offset, float scale, int64_t window, float softcap, int own);
 
 /* CQ weights (docs/formats.md): codebook widened to float32, scales float16
  * words, signs the +-1 sign vector as float32 (K,).  x is rotated inside
@@ -99,3 +117,42 @@ int cn_cq_embedding(const uint8_t *codes, int64_t stride, int index_bits,
 int cn_affine_embedding(const uint8_t *codes, int bits, const uint16_t *scales,
                         const uint16_t *biases, int64_t group, int64_t vocab,
                         int64_t D, const int64_t *ids, int64_t n, float *out);
+
+/* Fused CQ projections (fused.c): n (1..8) weights reading the same x (q/k/v,
+ * gate/up) in one call.  Each weight carries cn_cq_linear's arguments and,
+ * for int8-activation decode, cn_cq_linear_i8's int8 codebook (cb_q8 NULL:
+ * none).  x is rotated once per distinct sign vector (pointer and block),
+ * so weights quantized with one seed share it.  y holds the n outputs one
+ * after another, (M, N_i) each; with gated >= 0 (an activation kind, n == 2,
+ * equal N) y is (M, N) = act(out_0) * out_1 instead.  norm_w (may be NULL)
+ * RMS-normalises x first, as cn_rms_norm (a block's pre-norm).  i8 != 0: one-row
+ * calls (decode) with int8 activations when every weight has cb_q8, in one
+ * parallel region over all the weights' rows.  Returns -1 for a layout or
+ * argument it cannot run, -2 when out of memory. */
+typedef struct {
+    const uint8_t *codes;
+    int64_t stride;
+    int index_bits, vec_dim;
+    const uint16_t *scales;
+    int64_t group;
+    const float *codebook;
+    const int8_t *cb_q8;
+    float cb_scale;
+    const float *signs;
+    int64_t block, N;
+    const float *bias;
+} cn_cq_weight;
+
+int cn_cq_linear_multi(const float *x, int64_t M, int64_t K, int n, const cn_cq_weight *w, float *y,
+                       const float *norm_w, float eps, int unit_offset, int bf16, int i8, int gated);
+
+/* The same for float32 / float16 / bfloat16 weights (wtype as cn_linear). */
+typedef struct {
+    const void *w;
+    int wtype;
+    int64_t N;
+    const float *bias;
+} cn_float_weight;
+
+int cn_linear_multi(const float *x, int64_t M, int64_t K, int n, const cn_float_weight *w, float *y,
+                    const float *norm_w, float eps, int unit_offset, int gated);

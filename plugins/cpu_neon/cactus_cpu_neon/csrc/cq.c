@@ -283,6 +283,13 @@ static void cq_fill_any(const void *c, int64_t n, int64_t k0, int64_t k1, float 
 }
 static void cq_panels_any(const void *c, int64_t a, int64_t b) { cq_panels(c, a, b, cq_fill_any); }
 
+/* The specialised functions of a layout, else the generic ones. */
+static cq_variant cq_pick(int bits, int d) {
+    for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
+        if (VARIANTS[i].bits == bits && VARIANTS[i].d == d) return VARIANTS[i];
+    return (cq_variant){bits, d, cq_gemv_any, cq_gemm_any, cq_panels_any};
+}
+
 /* x' = H(x * signs) per block of each row, into out. */
 typedef struct {
     const float *x, *signs;
@@ -336,13 +343,8 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
         x = xr;
     }
     cq_args a = {x, M, K, N, codes, stride, scales, group, codebook, bias, y, index_bits, vec_dim};
-    cn_range_fn gemv = cq_gemv_any, gemm = cq_gemm_any, panels = cq_panels_any;
-    for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
-        if (VARIANTS[i].bits == index_bits && VARIANTS[i].d == vec_dim) {
-            gemv = VARIANTS[i].gemv;
-            gemm = VARIANTS[i].gemm;
-            panels = VARIANTS[i].panels;
-        }
+    const cq_variant v = cq_pick(index_bits, vec_dim);
+    cn_range_fn gemv = v.gemv, gemm = v.gemm, panels = v.panels;
     const int vbmi = vec_dim == 2 && K % 128 == 0 && group % 64 == 0 && cn_cq_vbmi_usable(codebook, index_bits);
     if (M == 1 && vbmi) {
         float *xp = (float *)malloc(sizeof(float) * (size_t)K);
@@ -384,6 +386,56 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
         cn_parallel_for((N + 3) / 4, M * N * K, gemm, &a);
     }
     free(xr);
+    return 0;
+}
+
+/* Exact decode of several weights of one rotated x in one parallel region
+ * (fused.c): weight i owns rows [end[i - 1], end[i]) and writes them at its
+ * offset in y, with its own layout's row function. */
+typedef struct {
+    cq_args a[CN_MULTI_MAX];
+    cn_range_fn fn[CN_MULTI_MAX];
+    int64_t end[CN_MULTI_MAX];
+    int n;
+} gemv_multi_args;
+
+static void gemv_multi_rows(const void *c, int64_t r0, int64_t r1) {
+    const gemv_multi_args *m = c;
+    int64_t start = 0;
+    for (int i = 0; i < m->n; start = m->end[i++]) {
+        const int64_t lo = CN_MAX(r0, start), hi = CN_MIN(r1, m->end[i]);
+        if (lo < hi) m->fn[i](&m->a[i], lo - start, hi - start);
+    }
+}
+
+int cn_cq_gemv_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, float *y) {
+    gemv_multi_args m;
+    m.n = n;
+    float *xp = NULL; /* x in the VBMI kernel's order, made once if any weight takes it */
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        const int bits = w[i].index_bits, d = w[i].vec_dim;
+        const int64_t group = w[i].group;
+        if (bits < 1 || bits > 16 || d < 1 || group < 1 || group % d || K % group) {
+            free(xp);
+            return -1;
+        }
+        m.a[i] = (cq_args){x, 1, K, w[i].N, w[i].codes, w[i].stride, w[i].scales, group, w[i].codebook,
+                           w[i].bias, y + rows, bits, d};
+        m.fn[i] = cq_pick(bits, d).gemv;
+        if (d == 2 && K % 128 == 0 && group % 64 == 0 && cn_cq_vbmi_usable(w[i].codebook, bits)) {
+            if (!xp) {
+                if (!(xp = (float *)malloc(sizeof(float) * (size_t)K))) return -2;
+                cn_cq_vbmi_permute_x(x, K, xp);
+            }
+            m.a[i].x = xp;
+            m.fn[i] = cq_gemv_vbmi;
+        }
+        rows += w[i].N;
+        m.end[i] = rows;
+    }
+    cn_parallel_for(rows, rows * K, gemv_multi_rows, &m);
+    free(xp);
     return 0;
 }
 

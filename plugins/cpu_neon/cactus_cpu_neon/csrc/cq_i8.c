@@ -172,3 +172,76 @@ int cn_cq_linear_i8(const float *x, int64_t M, int64_t K, const uint8_t *codes, 
     free(xr), free(xq), free(xsum);
     return 0;
 }
+
+/* ---- several weights of one x in one parallel region (fused.c) ----------- */
+
+typedef struct {
+    cn_cq_i8_args a[CN_MULTI_MAX];
+    int64_t end[CN_MULTI_MAX]; /* weight i owns rows [end[i - 1], end[i]) of the region */
+    int n;
+} i8_multi_args;
+
+static void i8_multi_rows(const void *c, int64_t r0, int64_t r1) {
+    const i8_multi_args *m = c;
+    int64_t start = 0;
+    for (int i = 0; i < m->n; start = m->end[i++]) {
+        const int64_t lo = CN_MAX(r0, start), hi = CN_MIN(r1, m->end[i]);
+        if (lo < hi) i8_rows(&m->a[i], lo - start, hi - start);
+    }
+}
+
+int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, float *y) {
+    /* Per weight: rotated x (K), int8 x, base scales (cb_scale 1), its own scales, sums. */
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        const int bits = w[i].index_bits, d = w[i].vec_dim;
+        const int64_t group = w[i].group;
+        if ((bits != 8 && bits != 6) || (d != 2 && d != 4)) return -1;
+        if (group < 4 * d || group % (4 * d) || K % group) return -1;
+        const size_t ng = (size_t)(K / group);
+        bytes += ng * (size_t)((group / d + 63) / 64 * 64 * d) + 16 * ng + 4 * (size_t)K;
+    }
+    char *buf = (char *)malloc(bytes + 64 * (size_t)n);
+    if (!buf) return -2;
+    i8_multi_args m;
+    m.n = n;
+    float *xf_base[CN_MULTI_MAX];
+    char *p = buf;
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        const int d = w[i].vec_dim;
+        const int64_t group = w[i].group, ng = K / group, nch = (group / d + 63) / 64;
+        int8_t *xq = (int8_t *)(p + (64 - (uintptr_t)p % 64) % 64); /* a cache line apart */
+        float *xr = (float *)(void *)(xq + ng * nch * 64 * d), *xf = xr + K;
+        xf_base[i] = xf + ng;
+        int32_t *xsum = (int32_t *)(void *)(xf_base[i] + ng);
+        p = (char *)(xsum + ng);
+        /* An earlier weight with the same rotation and grouping already quantized x. */
+        int j = 0;
+        while (j < i && !(w[j].signs == w[i].signs && (!w[i].signs || w[j].block == w[i].block) &&
+                          w[j].group == group && w[j].vec_dim == d))
+            j++;
+        if (j < i) {
+            m.a[i] = m.a[j];
+            xf_base[i] = xf_base[j];
+        } else {
+            const float *xi = x;
+            if (w[i].signs) {
+                cn_cq_rotate(x, 1, K, w[i].signs, w[i].block, xr);
+                xi = xr;
+            }
+            quantize_x(xi, K, group, d, 1.0f, xq, xf_base[i], xsum);
+            m.a[i] = (cn_cq_i8_args){xq, NULL, xsum, NULL, 0, NULL, K, group, nch, 0, d, NULL, NULL, NULL};
+        }
+        for (int64_t g = 0; g < ng; g++) xf[g] = xf_base[i][g] * w[i].cb_scale;
+        m.a[i].xf = xf;
+        m.a[i].codes = w[i].codes, m.a[i].stride = w[i].stride, m.a[i].scales = w[i].scales;
+        m.a[i].bits = w[i].index_bits, m.a[i].cbq = w[i].cb_q8, m.a[i].bias = w[i].bias;
+        m.a[i].y = y + rows;
+        rows += w[i].N;
+        m.end[i] = rows;
+    }
+    cn_parallel_for(rows, rows * K, i8_multi_rows, &m);
+    free(buf);
+    return 0;
+}

@@ -216,6 +216,15 @@ typedef struct {
     float *y;
 } cn_cq_i8_args;
 int cn_cq_i8_avx512_usable(int bits);
+/* One-row decode of n <= CN_MULTI_MAX weights (all with cb_q8) into y, as
+ * cn_cq_linear_multi lays it out, in one parallel region (cq_i8.c). */
+#define CN_MULTI_MAX 8
+int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, float *y);
+/* One-row float32 / float16 / bfloat16 products of n weights (K > 0, valid
+ * wtypes) in one parallel region, laid out as cn_linear_multi (linear.c). */
+void cn_linear_gemv_multi(const float *x, int64_t K, int n, const cn_float_weight *w, float *y);
+/* The exact one-row decode of the same, x already rotated (cq.c). */
+int cn_cq_gemv_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, float *y);
 void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1);
 
 /* Prefill microkernel on AVX-512 for packed 32-row weight panels

@@ -217,15 +217,16 @@ static void rope_range(const void *c, int64_t r0, int64_t r1) {
             o[i] = x1 * cs[i] - x2 * sn[i];
             o[half + i] = x2 * cs[i] + x1 * sn[i];
         }
-        if (rot < hd) memcpy(o + rot, xr + rot, (size_t)(hd - rot) * 4);
+        if (rot < hd && o != xr) memcpy(o + rot, xr + rot, (size_t)(hd - rot) * 4);
     }
 }
 
-void cn_rope(const float *x, float *out, int64_t BH, int64_t L, int64_t hd,
-             const double *positions, const float *inv_freq, int64_t half) {
+/* cos and sin of every (position, frequency): L x half each, in one buffer. */
+static float *rope_table(int64_t L, int64_t half, const double *positions, const float *inv_freq) {
     /* Angles in double: positions reach 1e5 and more, where a float32
      * product would already be off by a large fraction of a radian. */
     float *cs = (float *)malloc(sizeof(float) * 2 * (size_t)(L * half + 1));
+    if (!cs) return NULL;
     float *sn = cs + L * half;
     for (int64_t l = 0; l < L; l++)
         for (int64_t i = 0; i < half; i++) {
@@ -233,9 +234,49 @@ void cn_rope(const float *x, float *out, int64_t BH, int64_t L, int64_t hd,
             cs[l * half + i] = (float)cos(ang);
             sn[l * half + i] = (float)sin(ang);
         }
-    rope_args a = {x, cs, sn, out, L, hd, half};
+    return cs;
+}
+
+int cn_rope(const float *x, float *out, int64_t BH, int64_t L, int64_t hd,
+            const double *positions, const float *inv_freq, int64_t half) {
+    float *cs = rope_table(L, half, positions, inv_freq);
+    if (!cs) return -2;
+    rope_args a = {x, cs, cs + L * half, out, L, hd, half};
     cn_parallel_for(BH * L, LIGHT(BH * L * hd), rope_range, &a);
     free(cs);
+    return 0;
+}
+
+/* QK-norm then RoPE, row by row: the normed row is rotated in place in out. */
+typedef struct {
+    rope_args r;
+    norm_args n; /* n.w NULL: no norm */
+} norm_rope_args;
+
+static void norm_rope_range(const void *c, int64_t r0, int64_t r1) {
+    const norm_rope_args *a = c;
+    if (!a->n.w) {
+        rope_range(&a->r, r0, r1);
+        return;
+    }
+    rms_range(&a->n, r0, r1);
+    rope_args r = a->r;
+    r.x = r.out;
+    rope_range(&r, r0, r1);
+}
+
+int cn_rope_qk(const float *q, const float *k, float *q_out, float *k_out, int64_t BHq, int64_t BHk,
+               int64_t L, int64_t hd, const double *positions, const float *inv_freq, int64_t half,
+               const float *q_norm, const float *k_norm, float eps, int unit_offset) {
+    float *cs = rope_table(L, half, positions, inv_freq); /* once for queries and keys */
+    if (!cs) return -2;
+    const float off = unit_offset ? 1.0f : 0.0f;
+    norm_rope_args a = {{q, cs, cs + L * half, q_out, L, hd, half}, {q, q_norm, NULL, q_out, hd, eps, off}};
+    cn_parallel_for(BHq * L, LIGHT(BHq * L * hd), norm_rope_range, &a);
+    a.r.x = a.n.x = k, a.r.out = a.n.out = k_out, a.n.w = k_norm;
+    cn_parallel_for(BHk * L, LIGHT(BHk * L * hd), norm_rope_range, &a);
+    free(cs);
+    return 0;
 }
 
 /* ---- softmax ------------------------------------------------------------ */
