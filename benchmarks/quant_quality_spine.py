@@ -19,7 +19,10 @@ paired bootstrap interval (same resampled conversations for both), which is much
 tighter than comparing the two intervals.  ``--all-turns`` scores every assistant
 turn of each conversation instead of the last only (about 5x the tokens; not
 comparable with the default table).  Rows run on numpy_ref by default, so kernel
-work elsewhere cannot move the numbers.
+work elsewhere cannot move the numbers.  "CQ4" is ``cactus convert --bits 4``'s
+default (error feedback calibrated on text the model writes itself); "CQ4
+data-free" is the encoder without it; "CQ4 --calibrate (16 samples)" is the
+CLI's ``--calibrate`` path (fewer tokens, stronger damping).
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-#: label -> run_convert options ("mlx" is the outside baseline)
+#: label -> run_convert options ("mlx" is the outside baseline; a "self_calibrate"
+#: key calls cactus_quant's convert directly, which run_convert does not expose)
 ROWS = {
-    "CQ4": dict(bits="4", head="keep"),
-    "CQ4 +feedback": dict(bits="4", head="keep", calibrate=True),
+    "CQ4": dict(bits="4", head="keep"),  # self-calibrated error feedback (the default since session 4)
+    "CQ4 data-free": dict(bits="4", head="keep", self_calibrate=False),
+    "CQ4 --calibrate (16 samples)": dict(bits="4", head="keep", calibrate=True),
     "MLX affine 4-bit g64": "mlx",
     "CQ4 + head int8": dict(bits="4", head="int8"),
     "GPTQ-4 g128": dict(bits="4", method="gptq", head="keep"),
@@ -162,6 +167,7 @@ def main() -> int:
 
     import cactus_core as cactus
     from cactus_core.convert_cli import run_convert
+    from cactus_quant.convert import convert as quant_convert
 
     rows = list(ROWS) if not args.rows else [r.strip() for r in args.rows.split(",")]
     unknown = [r for r in rows if r not in ROWS]
@@ -179,7 +185,8 @@ def main() -> int:
             if spec == "mlx":
                 bpw, model_bpw = mlx_affine_copy(args.model, str(out))
             else:
-                rep = run_convert(args.model, str(out), progress=False, **spec)
+                convert = quant_convert if "self_calibrate" in spec else run_convert
+                rep = convert(args.model, str(out), progress=False, **spec)
                 bpw = rep["bits_per_weight"]
                 model_bpw = 8.0 * rep["bundle_bytes"] / rep["total_params"]
         except ImportError:

@@ -285,7 +285,8 @@ def main() -> int:
         if args.bits:
             bundle = os.path.join(work, f"{name}-cq{args.bits}")
             conv = subprocess.run([sys.executable, "-m", "cactus_core.cli", "convert", ckpt, bundle,
-                                   "--bits", args.bits], capture_output=True, text=True)
+                                   "--bits", args.bits, "--no-calibrate"],  # random weights: speed only
+                                  capture_output=True, text=True)
             if conv.returncode == 0 or os.path.exists(os.path.join(bundle, "cactus.json")):
                 engines[f"cactus cq{args.bits}"] = ("cactus", bundle)
             else:

@@ -66,6 +66,18 @@ def test_cq4_logits_stay_close(src, tmp_path):
     assert kl < 0.02
 
 
+def test_cq4_calibrates_on_its_own_text_unless_told_not_to(src, tmp_path):
+    on = cactus_cli("convert", src, str(tmp_path / "on"), "--calibration-samples", "4", "--json")
+    off = cactus_cli("convert", src, str(tmp_path / "off"), "--no-calibrate", "--json")
+    assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
+    assert json.loads(on.stdout)["calibration"] == "self-written text"
+    assert json.loads(off.stdout)["calibration"] == "none"
+    on_w = (tmp_path / "on" / "model.safetensors").read_bytes()
+    assert on_w != (tmp_path / "off" / "model.safetensors").read_bytes()  # the feedback changed the codes
+    both = cactus_cli("convert", src, str(tmp_path / "x"), "--calibrate", "--no-calibrate")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
 def test_gptq_is_calibrated_from_self_generated_text(src, tmp_path):
     p = cactus_cli("convert", src, str(tmp_path / "g"), "--method", "gptq", "--calibration-samples", "2", "--json")
     assert p.returncode == 0, p.stderr

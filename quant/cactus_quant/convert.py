@@ -30,8 +30,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from cactus_core.errors import QuantizationError
+from cactus_core.errors import CactusError, QuantizationError
 from cactus_core.formats import BFloat16, QuantizedTensor, to_float32
+
+from .calibrate import DEFAULT_SAMPLES, SELF_DAMP
 
 _DTYPES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16,
@@ -133,11 +135,17 @@ def convert(
     quantizer: Any = None,
     head: str = "keep",
     measure: Optional[Callable[[str, int], float]] = None,
+    self_calibrate: Optional[bool] = None,
+    calibration_samples: int = DEFAULT_SAMPLES,
 ) -> dict:
     """Convert a Hugging Face checkpoint to a quantized bundle; returns a report dict.
 
     ``calibration(tensor_name) -> activations`` feeds GPTQ (required for
-    ``gptq``) and CQ's error feedback (optional).  ``quantizer`` overrides the
+    ``gptq``) and CQ's error feedback (optional).  Without it, a scheme whose
+    quantizer says ``self_calibrate`` (cq4) calibrates on ``calibration_samples``
+    texts the model writes itself (calibrate.py; data-free for encoders);
+    ``self_calibrate=False`` keeps it data-free, ``True`` asks for it whatever the
+    scheme.  ``quantizer`` overrides the
     registered scheme object (tests, custom settings).  ``head`` says how
     embeddings and ``lm_head`` are stored (:data:`HEAD_CHOICES`).  ``measure``
     is the mixed-precision sensitivity ``measure(name, bits)`` (e.g. measured KL,
@@ -179,6 +187,19 @@ def convert(
     head_q = head_quantizer(head)
     heads = {n for n, (dt, a) in tensors.items() if head_q is not None and _is_head(n, dt, a)}
 
+    hessians, calibrated_by = None, "given" if calibration is not None else "none"
+    wanted = self_calibrate if self_calibrate is not None else getattr(quantizer, "self_calibrate", False)
+    if calibration is None and wanted and method != "rtn":
+        from .calibrate import self_hessians
+
+        try:
+            hessians = self_hessians(str(src), samples=calibration_samples)
+            calibrated_by = "self-written text" if hessians is not None else "none (not a causal LM)"
+        except CactusError as exc:  # e.g. no tokenizer: the engine cannot run it, so stay data-free
+            if self_calibrate:
+                raise QuantizationError(f"cannot calibrate on text {src} writes itself: {exc}") from exc
+            calibrated_by = "none (the engine cannot run it)"
+
     allocation = None
     if hasattr(quantizer, "plan"):  # mixed precision: widths from measured sensitivity, else the proxy
         if measure is not None:
@@ -198,6 +219,8 @@ def convert(
     for name, (dt, arr) in tensors.items():
         if name in target_set:
             options = {"calibration": calibration(name)} if calibration is not None else {}
+            if hessians is not None and name in hessians:
+                options = {"hessian": hessians[name], "damp": SELF_DAMP}
             qt: QuantizedTensor = quantizer.quantize(name, _as_float(dt, arr), **options)
             for key, a in qt.named_arrays(name).items():
                 written[key] = (_NAMES[a.dtype], a)
@@ -233,6 +256,7 @@ def convert(
             "tensors_quantized": len(targets),
             "tensors_kept": len(tensors) - len(targets) - len(heads),
             "head": head,
+            "calibration": calibrated_by,
             "head_tensors": sorted(heads),
             "head_bits_per_weight": head_bits / head_params if head_params else None,
             "quantized_params": int(n_quant),
@@ -250,6 +274,11 @@ def convert(
             "quantization": {"scheme": scheme, "bits_per_weight": report["bits_per_weight"], "head": head,
                              "tensors": manifest},
         }
+        probe = _source_probe(src)
+        if probe is not None:
+            shutil.copy2(src / probe["file"], tmp / probe["file"])
+            cactus["probe"] = probe
+            report["probe"] = probe["file"]
         (tmp / "cactus.json").write_text(json.dumps(cactus, indent=1))
         if out.exists():
             shutil.rmtree(out)
@@ -259,6 +288,20 @@ def convert(
         raise
     report["seconds"] = time.time() - t0
     return report
+
+
+def _source_probe(src: Path) -> Optional[dict]:
+    """The source bundle's confidence probe entry, when its file is there. A 4-bit model's
+    hidden states stay close enough that the float model's probe keeps working (the CQ4
+    default model: AUROC 0.709 against 0.710, docs/benchmarks.md), so it travels along."""
+    try:
+        probe = json.loads((src / "cactus.json").read_text(encoding="utf-8")).get("probe")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(probe, dict) or not isinstance(probe.get("file"), str):
+        return None
+    name = Path(probe["file"]).name  # never a path out of the source folder
+    return {**probe, "file": name} if (src / name).is_file() else None
 
 
 def add_convert_command(sub) -> None:

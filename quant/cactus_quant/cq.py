@@ -46,6 +46,11 @@ PRESETS: dict[int, dict[str, int]] = {
 MAX_BLOCK = 128
 MIN_DIM_MULTIPLE = 32
 
+#: Widths whose ``cactus convert`` calibrates on text the model writes itself
+#: (calibrate.py) and codes with error feedback (feedback.py), unless told not to:
+#: measured on the default model, docs/quantization.md.
+SELF_CALIBRATED = frozenset({4})
+
 
 def pow2_divisor(n: int, cap: int) -> int:
     """The largest power of two that divides ``n``, at most ``cap``."""
@@ -184,6 +189,8 @@ class CQQuantizer:
         self.name = name
         self.bits = bits
         self.params = {**PRESETS[bits], **params}
+        #: ``cactus convert`` feeds this scheme Hessians from self-written text by default
+        self.self_calibrate = bits in SELF_CALIBRATED
 
     @property
     def bits_per_weight(self) -> float:
@@ -198,10 +205,12 @@ class CQQuantizer:
         """Quantize one weight; ``options`` override the preset (seed, group_size, max_block...).
 
         With ``calibration=<activations>`` or ``hessian=<H>`` the codes are chosen
-        with GPTQ-style error feedback in the rotated basis (see feedback.py);
-        without, each group is coded on its own (data-free).
+        with GPTQ-style error feedback in the rotated basis (see feedback.py;
+        ``damp=`` overrides its damping); without, each group is coded on its own
+        (data-free).
         """
         calib, hess = options.pop("calibration", None), options.pop("hessian", None)
+        damp = options.pop("damp", None)
         params = {**self.params, **options}
         allowed = {"index_bits", "vec_dim", "group_size", "max_block", "seed", "scale_iters", "scale_search",
                    "fit_iters"}
@@ -217,6 +226,10 @@ class CQQuantizer:
             return cq_quantize(w, **params)
         from .feedback import cq_quantize_feedback
 
+        if damp is not None:
+            if isinstance(damp, bool) or not isinstance(damp, (int, float)) or not damp > 0:
+                raise QuantizationError(f"{self.name}: damp must be a number > 0, got {damp!r}")
+            params["damp"] = float(damp)
         return cq_quantize_feedback(w, hess if hess is not None else calib, is_hessian=hess is not None, **params)
 
     def __repr__(self) -> str:

@@ -48,10 +48,11 @@ def cq_quantize_feedback(
 ) -> CQTensor:
     """Quantize ``w`` (out, in) to a :class:`CQTensor` with GPTQ-style error feedback.
 
-    ``damp`` (times the mean of diag H) is 0.3 rather than GPTQ's usual 0.01: on
-    self-generated calibration text it gave the lowest output error on held-out
-    chats (0.01 / 0.1 / 0.3 / 1.0 measured, docs/quantization.md), since a few
-    thousand self-written tokens pin the Hessian down only roughly.
+    ``damp`` (times the mean of diag H) is 0.3 rather than GPTQ's usual 0.01: a
+    few thousand calibration tokens (``--calibrate``'s 16 self-written samples,
+    the MiniLM benchmark's 64 sentences) pin the Hessian down only roughly.
+    ``cactus convert``'s own self-calibration reads ~16K tokens and passes 0.03
+    (calibrate.SELF_DAMP); both measured in docs/quantization.md.
     """
     w = np.asarray(w, dtype=np.float32)
     out, n = w.shape

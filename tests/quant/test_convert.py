@@ -100,3 +100,22 @@ def test_convert_command_line(checkpoint, tmp_path, capsys):
     assert args.func(args) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["scheme"] == "cq2" and (tmp_path / "b" / "cactus.json").is_file()
+
+
+def test_the_source_probe_travels_with_the_bundle(tmp_path):
+    """Converting the default model keeps its confidence probe, and the bundle routes with it."""
+    from pathlib import Path
+
+    import cactus_core as cactus
+
+    src = Path(__file__).resolve().parents[2] / "models" / "spine"
+    if not (src / "probe.safetensors").is_file():
+        pytest.skip("models/spine is not in this checkout")
+    out = tmp_path / "cq4"
+    report = convert(src, out, bits=4, progress=False, self_calibrate=False)
+    assert report["probe"] == "probe.safetensors" and (out / "probe.safetensors").is_file()
+    manifest = json.loads((out / "cactus.json").read_text())
+    assert manifest["probe"] == json.loads((src / "cactus.json").read_text())["probe"]
+    r = cactus.load(str(out), backend="numpy_ref").complete([{"role": "user", "content": "Wake me at 6:45"}],
+                                                          max_tokens=8)
+    assert r["success"] and 0.0 <= r["confidence"] <= 1.0
