@@ -501,16 +501,22 @@ class NeonBackend(Backend):
         self._lib.cn_layer_norm(self._fp(x), w, b, self._fp(out), x.size // max(D, 1), D, float(eps))
         return out
 
-    def rope(self, x, positions, inv_freq):
-        x = _f32(x)
+    @staticmethod
+    def _rope_args(op: str, x, positions, inv_freq):
+        """(L, head_dim, positions as float64, inv_freq as float32, rotary half) after the checks."""
         L, hd = x.shape[-2], x.shape[-1]
         pos = np.ascontiguousarray(positions, dtype=np.float64).reshape(-1)
         inv = _f32(inv_freq).reshape(-1)
         half = inv.shape[0]
         if pos.shape[0] != L:
-            raise KernelArgumentError(f"rope: {pos.shape[0]} positions for a sequence of length {L}")
+            raise KernelArgumentError(f"{op}: {pos.shape[0]} positions for a sequence of length {L}")
         if 2 * half > hd:
-            raise KernelArgumentError(f"rope: rotary dim {2 * half} exceeds head_dim {hd}")
+            raise KernelArgumentError(f"{op}: rotary dim {2 * half} exceeds head_dim {hd}")
+        return L, hd, pos, inv, half
+
+    def rope(self, x, positions, inv_freq):
+        x = _f32(x)
+        L, hd, pos, inv, half = self._rope_args("rope", x, positions, inv_freq)
         out = np.empty_like(x)
         if self._lib.cn_rope(self._fp(x), self._fp(out), x.size // max(L * hd, 1), L, hd,
                              self._ffi.from_buffer("double[]", pos), self._fp(inv), half):
@@ -521,14 +527,7 @@ class NeonBackend(Backend):
         q, k = _f32(q), _f32(k)
         if q.ndim < 2 or k.shape[-2:] != q.shape[-2:]:
             raise KernelArgumentError(f"rope_qk: queries {q.shape} and keys {k.shape} need the same (L, head_dim)")
-        L, hd = q.shape[-2], q.shape[-1]
-        pos = np.ascontiguousarray(positions, dtype=np.float64).reshape(-1)
-        inv = _f32(inv_freq).reshape(-1)
-        half = inv.shape[0]
-        if pos.shape[0] != L:
-            raise KernelArgumentError(f"rope_qk: {pos.shape[0]} positions for a sequence of length {L}")
-        if 2 * half > hd:
-            raise KernelArgumentError(f"rope_qk: rotary dim {2 * half} exceeds head_dim {hd}")
+        L, hd, pos, inv, half = self._rope_args("rope_qk", q, positions, inv_freq)
         null, fp = self._ffi.NULL, self._fp
         qn = null if q_norm is None else fp(self._param(q_norm, hd, "q_norm weight"))
         kn = null if k_norm is None else fp(self._param(k_norm, hd, "k_norm weight"))
