@@ -392,24 +392,9 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
 /* Exact decode of several weights of one rotated x in one parallel region
  * (fused.c): weight i owns rows [end[i - 1], end[i]) and writes them at its
  * offset in y, with its own layout's row function. */
-typedef struct {
-    cq_args a[CN_MULTI_MAX];
-    cn_range_fn fn[CN_MULTI_MAX];
-    int64_t end[CN_MULTI_MAX];
-    int n;
-} gemv_multi_args;
-
-static void gemv_multi_rows(const void *c, int64_t r0, int64_t r1) {
-    const gemv_multi_args *m = c;
-    int64_t start = 0;
-    for (int i = 0; i < m->n; start = m->end[i++]) {
-        const int64_t lo = CN_MAX(r0, start), hi = CN_MIN(r1, m->end[i]);
-        if (lo < hi) m->fn[i](&m->a[i], lo - start, hi - start);
-    }
-}
-
 int cn_cq_gemv_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, float *y) {
-    gemv_multi_args m;
+    cq_args a[CN_MULTI_MAX];
+    cn_multi_range m;
     m.n = n;
     float *xp = NULL; /* x in the VBMI kernel's order, made once if any weight takes it */
     int64_t rows = 0;
@@ -420,21 +405,22 @@ int cn_cq_gemv_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, fl
             free(xp);
             return -1;
         }
-        m.a[i] = (cq_args){x, 1, K, w[i].N, w[i].codes, w[i].stride, w[i].scales, group, w[i].codebook,
-                           w[i].bias, y + rows, bits, d};
+        a[i] = (cq_args){x, 1, K, w[i].N, w[i].codes, w[i].stride, w[i].scales, group, w[i].codebook,
+                         w[i].bias, y + rows, bits, d};
+        m.ctx[i] = &a[i];
         m.fn[i] = cq_pick(bits, d).gemv;
         if (d == 2 && K % 128 == 0 && group % 64 == 0 && cn_cq_vbmi_usable(w[i].codebook, bits)) {
             if (!xp) {
                 if (!(xp = (float *)malloc(sizeof(float) * (size_t)K))) return -2;
                 cn_cq_vbmi_permute_x(x, K, xp);
             }
-            m.a[i].x = xp;
+            a[i].x = xp;
             m.fn[i] = cq_gemv_vbmi;
         }
         rows += w[i].N;
         m.end[i] = rows;
     }
-    cn_parallel_for(rows, rows * K, gemv_multi_rows, &m);
+    cn_parallel_for(rows, rows * K, cn_multi_range_run, &m);
     free(xp);
     return 0;
 }

@@ -175,21 +175,6 @@ int cn_cq_linear_i8(const float *x, int64_t M, int64_t K, const uint8_t *codes, 
 
 /* ---- several weights of one x in one parallel region (fused.c) ----------- */
 
-typedef struct {
-    cn_cq_i8_args a[CN_MULTI_MAX];
-    int64_t end[CN_MULTI_MAX]; /* weight i owns rows [end[i - 1], end[i]) of the region */
-    int n;
-} i8_multi_args;
-
-static void i8_multi_rows(const void *c, int64_t r0, int64_t r1) {
-    const i8_multi_args *m = c;
-    int64_t start = 0;
-    for (int i = 0; i < m->n; start = m->end[i++]) {
-        const int64_t lo = CN_MAX(r0, start), hi = CN_MIN(r1, m->end[i]);
-        if (lo < hi) i8_rows(&m->a[i], lo - start, hi - start);
-    }
-}
-
 int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, float *y) {
     /* Per weight: rotated x (K), int8 x, base scales (cb_scale 1), its own scales, sums. */
     size_t bytes = 0;
@@ -203,7 +188,8 @@ int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, floa
     }
     char *buf = (char *)malloc(bytes + 64 * (size_t)n);
     if (!buf) return -2;
-    i8_multi_args m;
+    cn_cq_i8_args a[CN_MULTI_MAX];
+    cn_multi_range m;
     m.n = n;
     float *xf_base[CN_MULTI_MAX];
     char *p = buf;
@@ -222,7 +208,7 @@ int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, floa
                           w[j].group == group && w[j].vec_dim == d))
             j++;
         if (j < i) {
-            m.a[i] = m.a[j];
+            a[i] = a[j];
             xf_base[i] = xf_base[j];
         } else {
             const float *xi = x;
@@ -231,17 +217,18 @@ int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, floa
                 xi = xr;
             }
             quantize_x(xi, K, group, d, 1.0f, xq, xf_base[i], xsum);
-            m.a[i] = (cn_cq_i8_args){xq, NULL, xsum, NULL, 0, NULL, K, group, nch, 0, d, NULL, NULL, NULL};
+            a[i] = (cn_cq_i8_args){xq, NULL, xsum, NULL, 0, NULL, K, group, nch, 0, d, NULL, NULL, NULL};
         }
         for (int64_t g = 0; g < ng; g++) xf[g] = xf_base[i][g] * w[i].cb_scale;
-        m.a[i].xf = xf;
-        m.a[i].codes = w[i].codes, m.a[i].stride = w[i].stride, m.a[i].scales = w[i].scales;
-        m.a[i].bits = w[i].index_bits, m.a[i].cbq = w[i].cb_q8, m.a[i].bias = w[i].bias;
-        m.a[i].y = y + rows;
+        a[i].xf = xf;
+        a[i].codes = w[i].codes, a[i].stride = w[i].stride, a[i].scales = w[i].scales;
+        a[i].bits = w[i].index_bits, a[i].cbq = w[i].cb_q8, a[i].bias = w[i].bias;
+        a[i].y = y + rows;
+        m.fn[i] = i8_rows, m.ctx[i] = &a[i];
         rows += w[i].N;
         m.end[i] = rows;
     }
-    cn_parallel_for(rows, rows * K, i8_multi_rows, &m);
+    cn_parallel_for(rows, rows * K, cn_multi_range_run, &m);
     free(buf);
     return 0;
 }

@@ -190,34 +190,20 @@ void cn_linear(const float *x, int64_t M, int64_t K, const void *w, int wtype, i
 /* One-row products of several weights of one x in one parallel region
  * (fused.c): weight i owns work units [end[i - 1], end[i]), rows for the
  * AVX-512 loop and quads of rows for the NEON one, each in its own range. */
-typedef struct {
-    linear_args a[CN_MULTI_MAX];
-    cn_range_fn fn[CN_MULTI_MAX];
-    int64_t end[CN_MULTI_MAX];
-    int n;
-} linear_multi_args;
-
-static void gemv_multi_units(const void *c, int64_t u0, int64_t u1) {
-    const linear_multi_args *m = c;
-    int64_t start = 0;
-    for (int i = 0; i < m->n; start = m->end[i++]) {
-        const int64_t lo = CN_MAX(u0, start), hi = CN_MIN(u1, m->end[i]);
-        if (lo < hi) m->fn[i](&m->a[i], lo - start, hi - start);
-    }
-}
-
 void cn_linear_gemv_multi(const float *x, int64_t K, int n, const cn_float_weight *w, float *y) {
     static const cn_range_fn gemv_fns[3] = {gemv_f32, gemv_f16, gemv_bf16};
     const int avx = cn_gemm_avx512_available();
-    linear_multi_args m;
+    linear_args a[CN_MULTI_MAX];
+    cn_multi_range m;
     m.n = n;
     int64_t units = 0, rows = 0;
     for (int i = 0; i < n; i++) {
-        m.a[i] = (linear_args){x, 1, K, w[i].N, w[i].w, w[i].bias, y + rows, w[i].wtype};
+        a[i] = (linear_args){x, 1, K, w[i].N, w[i].w, w[i].bias, y + rows, w[i].wtype};
+        m.ctx[i] = &a[i];
         m.fn[i] = avx ? gemv_avx512 : gemv_fns[w[i].wtype];
         units += avx ? w[i].N : (w[i].N + 3) / 4;
         rows += w[i].N;
         m.end[i] = units;
     }
-    cn_parallel_for(units, rows * K, gemv_multi_units, &m);
+    cn_parallel_for(units, rows * K, cn_multi_range_run, &m);
 }

@@ -219,6 +219,16 @@ int cn_cq_i8_avx512_usable(int bits);
 /* One-row decode of n <= CN_MULTI_MAX weights (all with cb_q8) into y, as
  * cn_cq_linear_multi lays it out, in one parallel region (cq_i8.c). */
 #define CN_MULTI_MAX 8
+/* Several weights' work as one parallel range: part i owns units [end[i - 1], end[i])
+ * and runs fn[i](ctx[i], ...) on its own offsets (runtime.c; the fused calls of cq.c,
+ * cq_i8.c and linear.c). */
+typedef struct {
+    cn_range_fn fn[CN_MULTI_MAX];
+    const void *ctx[CN_MULTI_MAX];
+    int64_t end[CN_MULTI_MAX];
+    int n;
+} cn_multi_range;
+void cn_multi_range_run(const void *c, int64_t u0, int64_t u1);
 int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, float *y);
 /* One-row float32 / float16 / bfloat16 products of n weights (K > 0, valid
  * wtypes) in one parallel region, laid out as cn_linear_multi (linear.c). */

@@ -171,3 +171,12 @@ void cn_parallel_for(int64_t n, int64_t work, cn_range_fn fn, const void *ctx) {
 }
 
 #endif
+
+void cn_multi_range_run(const void *c, int64_t u0, int64_t u1) {
+    const cn_multi_range *m = c;
+    int64_t start = 0;
+    for (int i = 0; i < m->n; start = m->end[i++]) {
+        const int64_t lo = CN_MAX(u0, start), hi = CN_MIN(u1, m->end[i]);
+        if (lo < hi) m->fn[i](m->ctx[i], lo - start, hi - start);
+    }
+}
