@@ -206,3 +206,38 @@ def test_bare_tokenizer_spells_a_copied_value_the_same_in_the_request_and_the_ca
         assert any(in_call[i:i + len(want)] == want for i in range(len(in_call)))
         assert any(in_request[i:i + len(want)] == want for i in range(len(in_request))) is same, in_request
         assert tok.decode(tok.encode(call).ids) == call  # lossless either way
+
+
+def test_transplant_keeps_the_layers_and_rebuilds_embeddings_from_the_same_words(tmp_path):
+    """training.transplant moves the shipped model onto a bare tokenizer: layers are copied
+    unchanged, and a bare word's row comes from the old rows of "Ġword" (and "word")."""
+    import numpy as np
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import Qwen3ForCausalLM
+
+    from training import tokenizer as recipe
+    from training.transplant import source_rows, transplant
+
+    spine = ROOT / "models" / "spine"
+    datagen.generate(tmp_path / "data", seed=3, n_train=300, n_val=10)
+    bare = recipe.train_tokenizer(list(recipe.corpus(tmp_path / "data", [], limit=300)), vocab_size=800, style="bare")
+    old_tok = Tokenizer.from_file(str(spine / "tokenizer.json"))
+    info = transplant(spine, bare, tmp_path / "tp")
+    assert info["vocab"] == 800 and info["rows"]["none"] == 0
+    old = Qwen3ForCausalLM.from_pretrained(str(spine), dtype=torch.float32)
+    new = Qwen3ForCausalLM.from_pretrained(str(tmp_path / "tp" / "model"), dtype=torch.float32)
+    assert new.config.vocab_size == 800
+    assert new.config.eos_token_id == bare.token_to_id("<|im_end|>")
+    for name, p in old.model.layers.state_dict().items():
+        assert torch.equal(new.model.layers.state_dict()[name].half(), p.half()), name
+    E_old = old.get_input_embeddings().weight.detach().numpy()
+    E_new = new.get_input_embeddings().weight.detach().numpy()
+    rows = source_rows(bare, old_tok)
+    word = next(i for i in range(800) if bare.id_to_token(i).isalpha() and len(bare.id_to_token(i)) > 3
+                and "Ġ" + bare.id_to_token(i) in old_tok.get_vocab())
+    assert rows[word][0] == old_tok.token_to_id("Ġ" + bare.id_to_token(word))
+    np.testing.assert_allclose(E_new[word], E_old[rows[word]].mean(0), atol=2e-3)
+    im_end = bare.token_to_id("<|im_end|>")
+    np.testing.assert_allclose(E_new[im_end], E_old[old_tok.token_to_id("<|im_end|>")], atol=2e-3)
+    assert Tokenizer.from_file(str(tmp_path / "tp" / "model" / "tokenizer.json")).get_vocab_size() == 800
