@@ -189,17 +189,16 @@ def test_train_cli_rejects_bad_shares():
 def test_bare_tokenizer_spells_a_copied_value_the_same_in_the_request_and_the_call(tmp_path):
     """With --tokenizer-style bare no word carries a leading space or quote, so a value's
     tokens in the request reappear unchanged inside the call's JSON string; with the
-    shipped model's Qwen2 split the first word is spelled differently there."""
-    from tokenizers import Tokenizer
-
+    Qwen2 split (stages 1-8 of the default model) the first word is spelled differently there."""
     from training import tokenizer as recipe
 
     datagen.generate(tmp_path, seed=2, n_train=300, n_val=10)
-    bare = recipe.train_tokenizer(list(recipe.corpus(tmp_path, [], limit=300)), vocab_size=800, style="bare")
-    shipped = Tokenizer.from_file(str(ROOT / "models" / "spine" / "tokenizer.json"))
-    value = "tips for better sleep"
+    texts = list(recipe.corpus(tmp_path, [], limit=300))
+    bare = recipe.train_tokenizer(texts, vocab_size=800, style="bare")
+    qwen = recipe.train_tokenizer(texts, vocab_size=800, style="qwen")
+    value = "the best tips for sleep"  # a first word common enough to be one token
     request, call = f"search {value} please", json.dumps({"query": value})
-    for tok, same in ((bare, True), (shipped, False)):
+    for tok, same in ((bare, True), (qwen, False)):
         in_call = tok.encode(call).tokens
         in_request = tok.encode(request).tokens
         want = tok.encode(value).tokens  # the value as the call's JSON string spells it
@@ -209,35 +208,44 @@ def test_bare_tokenizer_spells_a_copied_value_the_same_in_the_request_and_the_ca
 
 
 def test_transplant_keeps_the_layers_and_rebuilds_embeddings_from_the_same_words(tmp_path):
-    """training.transplant moves the shipped model onto a bare tokenizer: layers are copied
-    unchanged, and a bare word's row comes from the old rows of "Ġword" (and "word")."""
+    """training.transplant moves a Qwen2-split model onto a bare tokenizer: layers are
+    copied unchanged, and a bare word's row comes from the old rows of "Ġword" (and "word")."""
     import numpy as np
     import torch
     from tokenizers import Tokenizer
-    from transformers import Qwen3ForCausalLM
+    from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from training import tokenizer as recipe
+    from training.chat_format import CHAT_TEMPLATE
+    from training.train import save_checkpoint
     from training.transplant import source_rows, transplant
 
-    spine = ROOT / "models" / "spine"
     datagen.generate(tmp_path / "data", seed=3, n_train=300, n_val=10)
-    bare = recipe.train_tokenizer(list(recipe.corpus(tmp_path / "data", [], limit=300)), vocab_size=800, style="bare")
-    old_tok = Tokenizer.from_file(str(spine / "tokenizer.json"))
-    info = transplant(spine, bare, tmp_path / "tp")
+    texts = list(recipe.corpus(tmp_path / "data", [], limit=300))
+    old_tok = recipe.train_tokenizer(texts, vocab_size=900, style="qwen")
+    bare = recipe.train_tokenizer(texts, vocab_size=800, style="bare")
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=900, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=True,
+                      bos_token_id=0, eos_token_id=old_tok.token_to_id("<|im_end|>"), pad_token_id=0)
+    src = tmp_path / "src"
+    recipe.save_hf(old_tok, src / "tok", CHAT_TEMPLATE)
+    save_checkpoint(Qwen3ForCausalLM(cfg), src / "tok", src / "model", lambda rec: None)
+    info = transplant(src / "model", bare, tmp_path / "tp")
     assert info["vocab"] == 800 and info["rows"]["none"] == 0
-    old = Qwen3ForCausalLM.from_pretrained(str(spine), dtype=torch.float32)
+    old = Qwen3ForCausalLM.from_pretrained(str(src / "model"), dtype=torch.float32)
     new = Qwen3ForCausalLM.from_pretrained(str(tmp_path / "tp" / "model"), dtype=torch.float32)
     assert new.config.vocab_size == 800
     assert new.config.eos_token_id == bare.token_to_id("<|im_end|>")
     for name, p in old.model.layers.state_dict().items():
-        assert torch.equal(new.model.layers.state_dict()[name].half(), p.half()), name
+        assert torch.equal(new.model.layers.state_dict()[name], p), name
     E_old = old.get_input_embeddings().weight.detach().numpy()
     E_new = new.get_input_embeddings().weight.detach().numpy()
     rows = source_rows(bare, old_tok)
     word = next(i for i in range(800) if bare.id_to_token(i).isalpha() and len(bare.id_to_token(i)) > 3
                 and "Ġ" + bare.id_to_token(i) in old_tok.get_vocab())
     assert rows[word][0] == old_tok.token_to_id("Ġ" + bare.id_to_token(word))
-    np.testing.assert_allclose(E_new[word], E_old[rows[word]].mean(0), atol=2e-3)
+    np.testing.assert_allclose(E_new[word], E_old[rows[word]].mean(0), atol=1e-3)
     im_end = bare.token_to_id("<|im_end|>")
-    np.testing.assert_allclose(E_new[im_end], E_old[old_tok.token_to_id("<|im_end|>")], atol=2e-3)
+    np.testing.assert_allclose(E_new[im_end], E_old[old_tok.token_to_id("<|im_end|>")], atol=1e-3)
     assert Tokenizer.from_file(str(tmp_path / "tp" / "model" / "tokenizer.json")).get_vocab_size() == 800

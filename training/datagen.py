@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .intents import SPLIT_OF_INDEX, fill
 from .phrasing import realize
-from .lexicon import LANGUAGES, split_lists
+from .lexicon import LANGUAGES, legacy_oos_draws, split_lists
 from .replies import REFUSAL_OOS, chat_turn, refusal_missing, tool_result
 from .tools import TOOLS, canonical
 
@@ -112,9 +112,22 @@ def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) 
     return msgs
 
 
-def _oos_request(rng: random.Random, L: dict) -> str:
-    task = rng.choice(L["out_of_scope"]).format(city=rng.choice(L["cities"]), name=rng.choice(L["first_names"]))
-    return task
+def _oos_exchange(rng: random.Random, L: dict, split: str) -> list[dict]:
+    """An out-of-scope request and its refusal.
+
+    The conversation's generator makes exactly the draws it made when the list had 41
+    kinds and 3 replies (a kind index, a city, a name; a reply index after the request):
+    the kind and the reply come from a generator seeded by those draws, so growing either
+    list never moves a later draw of the published validation and test conversations.
+    """
+    index = rng.randrange(L["_oos_draws"])
+    city, name = rng.choice(L["cities"]), rng.choice(L["first_names"])
+    pick = random.Random(f"oos:{split}:{index}:{city}:{name}")
+    request = pick.choice(L["out_of_scope"]).format(city=city, name=name)
+    msgs = [{"role": "user", "content": style(request, rng, split)},
+            {"role": "assistant", "content": pick.choice(REFUSAL_OOS)}]
+    rng.randrange(3)  # the old reply draw
+    return msgs
 
 
 def conversation(rng: random.Random, L: dict, split: str, last: str | None = None) -> dict:
@@ -163,8 +176,7 @@ def conversation(rng: random.Random, L: dict, split: str, last: str | None = Non
             msgs += [{"role": "user", "content": style(text, rng, split)},
                      {"role": "assistant", "content": refusal_missing(p[0], rng)}]
         elif k == "oos":
-            msgs += [{"role": "user", "content": style(_oos_request(rng, L), rng, split)},
-                     {"role": "assistant", "content": rng.choice(REFUSAL_OOS)}]
+            msgs += _oos_exchange(rng, L, split)
         else:
             _, q, a = chat_turn(rng, split)
             msgs += [{"role": "user", "content": style(q, rng, split, polite=False)},
@@ -197,8 +209,10 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
     """
     out.mkdir(parents=True, exist_ok=True)
     lists = split_lists()
+    draws = legacy_oos_draws()
     for s in lists:
         lists[s]["languages"] = LANGUAGES  # closed class: shared by all splits
+        lists[s]["_oos_draws"] = draws[s]
         # invented names and word salad only where we train and tune, never in test
         # (validation keeps the default share, so runs with other --synth stay comparable on it)
         lists[s]["_synth"] = {"train": synth, "val": 0.6, "test": 0.0}[s]

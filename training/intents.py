@@ -13,6 +13,7 @@ import string
 from . import surfaces as S
 from .phrasing import front_adjunct, realize
 from .templates import PATTERNS
+from .train_patterns import TRAIN_ONLY
 
 T = str | tuple[str, dict]
 TEMPLATES: dict[str, list[T]] = PATTERNS
@@ -21,8 +22,10 @@ SPLIT_OF_INDEX = {0: "train", 1: "train", 2: "train", 3: "train", 4: "val", 5: "
 
 
 def templates_for(intent: str, split: str) -> list[T]:
-    """Templates of one split: every 6th from offset 4 is val, from offset 5 test, the rest train."""
-    return [t for i, t in enumerate(TEMPLATES[intent]) if SPLIT_OF_INDEX[i % 6] == split]
+    """Templates of one split: every 6th from offset 4 is val, from offset 5 test, the rest
+    train; training also gets the tool's train-only patterns (train_patterns.py)."""
+    dealt = [t for i, t in enumerate(TEMPLATES[intent]) if SPLIT_OF_INDEX[i % 6] == split]
+    return dealt + TRAIN_ONLY.get(intent, []) if split == "train" else dealt
 
 
 def _slots(text: str) -> list[str]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
+from .out_of_scope import kinds as more_out_of_scope
+
 SPLITS = ("train", "val", "test")
 
 
@@ -170,6 +172,8 @@ the convention center|the national park|the aquarium|the hardware store|the bowl
 """)
 STREETS = _words("Maple|Oak|Pine|Cedar|Elm|Birch|Willow|Main|Park|Lake|Hill|River|Sunset|Highland|Chestnut|Walnut|"
                  "Spruce|Magnolia|Harbor|Mill|Church|School|Spring|Forest|Meadow|Ridge|Valley|Bay|Cherry|Dogwood")
+# The first 41 out-of-scope kinds, cut by content hash (train 33, val 2, test 6). Frozen:
+# datagen draws as many indices as these gave each split, and new kinds go to out_of_scope.py.
 OUT_OF_SCOPE = _words("""
 order a large pepperoni pizza|book me a flight to {city}|transfer 200 dollars to {name}|take a selfie|
 call me an uber to {city}|buy two tickets for the concert|post this photo on instagram|pay my credit card bill|
@@ -202,4 +206,12 @@ def split_lists() -> dict[str, dict[str, list[str]]]:
         for s in SPLITS:
             # every split needs at least a few values; tiny lists fall back to the train part
             out[s][name] = p[s] if len(p[s]) >= 2 else p["train"]
+    for s, extra in more_out_of_scope().items():  # dealt by theme, at least 20 kinds per split
+        out[s]["out_of_scope"] = out[s]["out_of_scope"] + extra
     return out
+
+
+def legacy_oos_draws() -> dict[str, int]:
+    """How many out-of-scope kinds each split drew from before the list grew (see datagen)."""
+    parts = partition(OUT_OF_SCOPE, "out_of_scope")
+    return {s: len(parts[s] if len(parts[s]) >= 2 else parts["train"]) for s in SPLITS}

@@ -112,6 +112,10 @@ def realize(pattern: str, rng: random.Random, strip: bool = True) -> str:
     text = " ".join(raw.split())
     if not strip and text:
         text = (" " if raw[0].isspace() else "") + text + (" " if raw[-1].isspace() else "")
+    return _articles(text)
+
+
+def _articles(text: str) -> str:
     return _ARTICLE.sub(lambda m: _article(m.group(1), m.group(2)) + " " + m.group(2), text)
 
 
@@ -137,6 +141,23 @@ def count(pattern: str) -> int:
                 total *= 1 + n(part[1])
         return total
     return n(_parse(_expand_words(pattern), 0, None)[0])
+
+
+def expand(pattern: str) -> set[str]:
+    """Every surface template a pattern stands for, as realize() would return it (for
+    checking that two sets of patterns never produce the same sentence)."""
+    def options(seq: list) -> list[str]:
+        outs = [""]
+        for part in seq:
+            if isinstance(part, str):
+                opts = [part]
+            elif part[0] == "alt":
+                opts = [o for alt in part[1] for o in options(alt)]
+            else:
+                opts = [""] + options(part[1])
+            outs = [a + b for a in outs for b in opts]
+        return outs
+    return {_articles(" ".join(raw.split())) for raw in options(_parse(_expand_words(pattern), 0, None)[0])}
 
 
 # A trailing adjunct that may move to the front: "wake me up at {time}" ->

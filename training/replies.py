@@ -81,9 +81,22 @@ def tool_result(name: str, args: dict, rng: random.Random) -> tuple[dict, str]:
     raise ValueError(f"no result for tool {name}")
 
 
+# Shared by all splits: the measure is "no tool call", and a reply never trained on could
+# not be produced anyway. The wording varies but the first token is one of four ("I" 5,
+# "Sorry" 4, "That" 2, "Unfortunately" 1 with the shipped tokenizer): greedy decoding
+# picks one first token, and refusal mass spread thin there would lose to <tool_call>.
 REFUSAL_OOS = ["Sorry, I can't help with that. None of my tools can do it.",
                "I'm sorry, but I don't have a tool that can do that.",
-               "Unfortunately that's not something I can do with the tools I have."]
+               "Unfortunately that's not something I can do with the tools I have.",
+               "I can't do that. My tools don't cover it.",
+               "That's outside what I can do here, sorry.",
+               "Sorry, that's not something my tools can handle.",
+               "I'm not able to do that. I can only use the tools I've been given.",
+               "I can't help with that one, since I don't have a tool for it.",
+               "Sorry, I have no way to do that from here.",
+               "That isn't something I can do, sorry. None of my tools cover it.",
+               "I'm afraid I can't do that with the tools available.",
+               "Sorry, I can't take care of that for you. It's beyond what my tools can do."]
 
 
 def refusal_missing(tool: str, rng: random.Random) -> str:
