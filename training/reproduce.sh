@@ -1,12 +1,12 @@
 #!/bin/bash
 # Retrain the shipped default model (models/spine) from nothing, in one command:
 #   training/reproduce.sh OUTDIR
-# Eight stages, each continuing the previous one's checkpoint, as docs/training.md lists
+# Twelve stages, each continuing the previous one's checkpoint, as docs/training.md lists
 # them. Each stage runs the training code of the commit it was trained with (checked out
 # as a git worktree under OUTDIR), since the data generator grew between stages. Needs
-# a CUDA GPU (about 40 minutes on one H200) and the packages of requirements-test.txt.
+# a CUDA GPU (about 55 minutes on one H200) and the packages of requirements-test.txt.
 # A stage whose checkpoint exists is skipped, so an interrupted run picks up where it
-# stopped. Stages 3-4 and 6-8 ran with time budgets; here they run the step counts those
+# stopped. Stages 3-4, 6-8 and 10-12 ran with time budgets; here they run the step counts those
 # budgets gave. GPU kernels are not bit-deterministic: expect the same figures within
 # run-to-run noise, not the same bytes.
 set -euo pipefail
@@ -26,6 +26,17 @@ stage() {  # stage N COMMIT [training.train flags]
     (cd "$tree" && python -m training.train --out "$out/$n" "$@")
 }
 
+transplant() {  # transplant N COMMIT FROM: FROM's layers on a bare tokenizer (training.transplant)
+    local n=$1 commit=$2 from=$3 tree="$out/src-$2"
+    if [ -d "$out/$n/model" ]; then
+        echo "stage $n: $out/$n/model exists, skipped"
+        return
+    fi
+    [ -d "$tree" ] || git -C "$repo" worktree add --detach "$tree" "$commit" > /dev/null
+    echo "stage $n: transplant of $from with the code of $commit"
+    (cd "$tree" && python -m training.transplant --init "$from" --out "$out/$n" --seed 9 --style bare)
+}
+
 stage 1 c45ceb6 --seed 0 --steps 3200 --no-copy-drill
 stage 2 c45ceb6 --seed 1 --init "$out/1/model" --steps 2000 --lr 1e-3 --warmup 50 --n-train 60000 \
     --val-every 500 --no-preflight
@@ -37,4 +48,13 @@ stage 7 d83d023 --seed 6 --init "$out/6/model" --steps 1492 --lr 1e-3 --warmup 1
     --context 0.15 --front 0.15 --synth 0.75 --no-preflight
 stage 8 51e685c --seed 7 --init "$out/7/model" --steps 1794 --lr 1e-3 --warmup 100 --noise 0.6 --phrase 0.8 \
     --context 0.3 --front 0.3 --synth 0.75 --no-preflight
-echo "the checkpoint: $out/8/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
+# stage 9: stage 8's layers on a bare tokenizer (spaces apart from words), then three stages on it
+transplant 9 fa16105 "$out/8/model"
+drills=(--max-len 1536 --warmup 100 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 0.75 --no-preflight)
+stage 10 fa16105 --seed 10 --init "$out/9/model" --steps 1332 --lr 2e-3 "${drills[@]}"
+stage 11 fa16105 --seed 13 --init "$out/10/model" --steps 1820 --lr 1.5e-3 "${drills[@]}" \
+    --mix 0.38,0.30,0.12,0.08,0.12
+# stage 12: 223 out-of-scope kinds, 14 train-only structures per tool
+stage 12 6b31879 --seed 14 --init "$out/11/model" --steps 2165 --lr 1e-3 "${drills[@]}" \
+    --mix 0.45,0.25,0.12,0.06,0.12
+echo "the checkpoint: $out/12/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
