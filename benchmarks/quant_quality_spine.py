@@ -1,7 +1,8 @@
 """Quantization quality on the embedded default model (real trained weights).
 
     .venv/bin/python benchmarks/quant_quality_spine.py [--model models/spine] [--conversations 200]
-        [--rows CQ4,MLX] [--all-turns] [--test-jsonl FILE] [--json out.json]
+        [--rows CQ4,MLX] [--all-turns] [--test-jsonl FILE] [--split test|val]
+        [--calibration-draws K] [--json out.json]
 
 Each row converts the model with ``cactus convert``'s own code path
 (:func:`cactus_core.convert_cli.run_convert`), then scores the bundle against the
@@ -22,7 +23,14 @@ comparable with the default table).  Rows run on numpy_ref by default, so kernel
 work elsewhere cannot move the numbers.  "CQ4" is ``cactus convert --bits 4``'s
 default (error feedback calibrated on text the model writes itself); "CQ4
 data-free" is the encoder without it; "CQ4 --calibrate (16 samples)" is the
-CLI's ``--calibrate`` path (fewer tokens, stronger damping).
+CLI's ``--calibrate`` path (fewer tokens, stronger damping); "CQ4 sequential" and
+"CQ4 512 samples" are calibration variants measured in docs/quantization.md.
+
+A self-calibrated row's KL depends on which texts the model happened to write
+(docs/quantization.md: one draw measured 0.40x MLX, another 0.86x), so
+``--calibration-draws K`` converts such rows K times with calibration seeds
+0..K-1 and reports each draw and the mean, spread and range of KL / MLX.  Tune
+on ``--split val`` (validation conversations); the test split is for the table.
 """
 
 from __future__ import annotations
@@ -57,11 +65,14 @@ ROWS = {
     "CQ3": dict(bits="3", head="keep"),
     "CQ2": dict(bits="2", head="keep"),
     "CQ4 + head cq4": dict(bits="4", head="cq4"),
+    # calibration variants (docs/quantization.md, session 5)
+    "CQ4 sequential": dict(bits="4", head="keep", sequential=True),
+    "CQ4 512 samples": dict(bits="4", head="keep", calibration_samples=512),
 }
 
 
 def heldout_segments(engine, n: int = 200, seed: int = 0, all_turns: bool = False,
-                     test_jsonl: str | None = None) -> list[tuple[list[int], np.ndarray]]:
+                     test_jsonl: str | None = None, split: str = "test") -> list[tuple[list[int], np.ndarray]]:
     """Test-split conversations as (ids, scored positions): the final assistant turn
     (or, with ``all_turns``, every assistant turn), since the model was trained on
     assistant turns, never on prompts."""
@@ -71,8 +82,8 @@ def heldout_segments(engine, n: int = 200, seed: int = 0, all_turns: bool = Fals
         from training.datagen import generate
 
         work = Path(tempfile.mkdtemp())
-        generate(work, seed=seed, n_train=0, n_val=1)
-        lines = (work / "test.jsonl").read_text().splitlines()
+        generate(work, seed=seed, n_train=0, n_val=n if split == "val" else 1)
+        lines = (work / f"{split}.jsonl").read_text().splitlines()
         shutil.rmtree(work)
     segments = []
     for r in (json.loads(line) for line in lines[:n]):
@@ -154,6 +165,30 @@ def paired_ratio(rows: list[dict], base: dict, boot: int = 2000) -> None:
         r["kl_ratio_ci95"] = [float(x) for x in np.percentile(ratios, [2.5, 97.5])]
 
 
+def self_calibrated(spec) -> bool:
+    """Whether a row's conversion calibrates on self-written text (so draws differ)."""
+    return (isinstance(spec, dict) and spec.get("bits") == "4" and spec.get("method", "cq") == "cq"
+            and spec.get("self_calibrate", True) is not False and not spec.get("calibrate"))
+
+
+def draw_summary(results: list[dict]) -> list[dict]:
+    """Per row converted more than once: mean KL and the spread of KL / MLX over draws."""
+    out = []
+    for row in dict.fromkeys(r["row"] for r in results):
+        rs = [r for r in results if r["row"] == row and r["calibration_seed"] is not None]
+        if len(rs) < 2:
+            continue
+        s = {"row": row, "draws": len(rs), "kl_mean": float(np.mean([r["kl_mean"] for r in rs])),
+             "ppl_delta_pct_mean": float(np.mean([r["perplexity_delta_pct"] for r in rs])),
+             "convert_seconds_mean": float(np.mean([r["convert_seconds"] for r in rs]))}
+        if all("kl_ratio_to_mlx" in r for r in rs):
+            ratios = np.array([r["kl_ratio_to_mlx"] for r in rs])
+            s.update(kl_ratio_mean=float(ratios.mean()), kl_ratio_sd=float(ratios.std(ddof=1)),
+                     kl_ratio_min=float(ratios.min()), kl_ratio_max=float(ratios.max()))
+        out.append(s)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(ROOT / "models" / "spine"))
@@ -162,8 +197,14 @@ def main() -> int:
     ap.add_argument("--backend", default="numpy_ref")
     ap.add_argument("--all-turns", action="store_true", help="score every assistant turn, not only the last")
     ap.add_argument("--test-jsonl", help="test conversations from this file (default: generate the test split)")
+    ap.add_argument("--split", default="test", choices=["test", "val"],
+                    help="score test (the table) or validation conversations (tuning)")
+    ap.add_argument("--calibration-draws", type=int, default=1, metavar="K",
+                    help="convert each self-calibrated row K times (calibration seeds 0..K-1)")
     ap.add_argument("--json", help="write the table here")
     args = ap.parse_args()
+    if args.calibration_draws < 1:
+        ap.error("--calibration-draws must be at least 1")
 
     import cactus_core as cactus
     from cactus_core.convert_cli import run_convert
@@ -173,36 +214,49 @@ def main() -> int:
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
         ap.error(f"unknown rows {unknown}; choose from {list(ROWS)}")
+    jobs = []  # (label, row, calibration seed or None)
+    for label in rows:
+        draws = range(args.calibration_draws) if self_calibrated(ROWS[label]) else [None]
+        jobs += [(f"{label} [seed {d}]" if args.calibration_draws > 1 and d is not None else label, label, d)
+                 for d in draws]
     t0 = time.time()
     work = Path(tempfile.mkdtemp(prefix="cactus-qq-"))
     ref = cactus.load(args.model, backend=args.backend)
-    segments = heldout_segments(ref, args.conversations, all_turns=args.all_turns, test_jsonl=args.test_jsonl)
+    segments = heldout_segments(ref, args.conversations, all_turns=args.all_turns, test_jsonl=args.test_jsonl,
+                                split=args.split)
     reference = scored_logprobs(ref, segments)
     results = []
-    for label in rows:
-        spec, out, t = ROWS[label], work / label.replace(" ", "_").replace("+", ""), time.time()
+    for label, row, seed in jobs:
+        spec, out, t = ROWS[row], work / label.replace(" ", "_").replace("+", ""), time.time()
         try:
             if spec == "mlx":
                 bpw, model_bpw = mlx_affine_copy(args.model, str(out))
             else:
-                convert = quant_convert if "self_calibrate" in spec else run_convert
-                rep = convert(args.model, str(out), progress=False, **spec)
+                if seed is not None:  # cactus_quant's convert takes the seed; run_convert does not
+                    rep = quant_convert(args.model, str(out), progress=False, calibration_seed=seed,
+                                        **{**spec, "bits": float(spec["bits"])})
+                else:
+                    convert = quant_convert if "self_calibrate" in spec else run_convert
+                    rep = convert(args.model, str(out), progress=False, **spec)
                 bpw = rep["bits_per_weight"]
                 model_bpw = 8.0 * rep["bundle_bytes"] / rep["total_params"]
         except ImportError:
             print(f"{label}: skipped (mlx is not installed: pip install 'mlx[cpu]')")
             continue
+        convert_s = time.time() - t
         q = score(reference, scored_logprobs(cactus.load(str(out), backend=args.backend), segments), segments)
-        results.append({"scheme": label, "bpw": bpw, "model_bpw": model_bpw, "seconds": time.time() - t, **q})
+        results.append({"scheme": label, "row": row, "calibration_seed": seed, "bpw": bpw, "model_bpw": model_bpw,
+                        "convert_seconds": convert_s, "seconds": time.time() - t, **q})
         print(f"{label:<22} {bpw:.3f} bpw  KL {q['kl_mean']:.4f} [{q['kl_ci95'][0]:.4f}, {q['kl_ci95'][1]:.4f}]  "
-              f"trim5 {q['kl_trim5']:.4f}  ppl {q['perplexity_delta_pct']:+.2f}%  ({time.time() - t:.0f}s)", flush=True)
+              f"trim5 {q['kl_trim5']:.4f}  ppl {q['perplexity_delta_pct']:+.2f}%  "
+              f"(convert {convert_s:.0f}s, {time.time() - t:.0f}s)", flush=True)
         shutil.rmtree(out, ignore_errors=True)
     mlx = next((r for r in results if r["scheme"].startswith("MLX")), None)
     if mlx is not None:
         paired_ratio(results, mlx)
     r0 = results[0]
-    print(f"\nfloat perplexity {r0['perplexity_float']:.3f} on {r0['tokens']} held-out tokens; "
-          f"{time.time() - t0:.0f}s in all")
+    print(f"\nfloat perplexity {r0['perplexity_float']:.3f} on {r0['tokens']} held-out tokens "
+          f"({args.split} split); {time.time() - t0:.0f}s in all")
     print("| scheme | bits/w (blocks) | bits/w (model) | KL mean | 95% CI | KL / MLX (paired 95% CI) "
           "| KL w/o worst 5 | KL p99 | ppl | Δppl |")
     print("| --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |")
@@ -212,8 +266,17 @@ def main() -> int:
         print(f"| {r['scheme']} | {r['bpw']:.3f} | {r['model_bpw']:.3f} | {r['kl_mean']:.4f} | "
               f"{r['kl_ci95'][0]:.4f}-{r['kl_ci95'][1]:.4f} | {ratio} | {r['kl_trim5']:.4f} | {r['kl_p99']:.3f} | "
               f"{r['perplexity_quant']:.3f} | {r['perplexity_delta_pct']:+.2f}% |")
+    summary = draw_summary(results)
+    if summary:
+        print("\n| row | draws | KL mean | KL / MLX: mean ± sd (min-max) | Δppl mean | convert s (mean) |")
+        print("| --- | ---: | ---: | --- | ---: | ---: |")
+        for s in summary:
+            ratio = (f"{s['kl_ratio_mean']:.2f} ± {s['kl_ratio_sd']:.2f} ({s['kl_ratio_min']:.2f}-"
+                     f"{s['kl_ratio_max']:.2f})" if "kl_ratio_mean" in s else "-")
+            print(f"| {s['row']} | {s['draws']} | {s['kl_mean']:.4f} | {ratio} | {s['ppl_delta_pct_mean']:+.2f}% | "
+                  f"{s['convert_seconds_mean']:.0f} |")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps({"rows": results, "draws": summary}, indent=2))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

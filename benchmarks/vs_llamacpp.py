@@ -1,7 +1,8 @@
 """Cactus against llama.cpp on the same weights and the same CPU, in one run.
 
     python benchmarks/vs_llamacpp.py [--models llama-3.2-1b,qwen3-0.6b] [--threads 2]
-                                     [--repeats 3] [--backend auto] [--bits 4] [--json OUT]
+                                     [--repeats 3] [--backend auto] [--bits 4] [--head int8,cq6,cq5]
+                                     [--json OUT]
 
 1. Builds ``llama-bench`` and ``llama-quantize`` from the ``llama-cpp-python`` source
    package (which carries llama.cpp whole) in a temporary folder; nothing of it is
@@ -11,6 +12,9 @@
    ``gguf`` package, and quantizes them to Q4_0 and Q4_K_M with ``llama-quantize``.
 3. Converts the checkpoint to a Cactus bundle (``cactus convert --bits``) when the
    quantizer plugin is installed; the float checkpoint is always measured too.
+   ``--head H1,H2`` measures one bundle per ``cactus convert --head`` choice; where the
+   default bundle exists already, the others are derived from it by quantizing only
+   the embedding / output head again (:func:`derive_head`).
 4. Runs pp512 and tg128 for both engines on the same thread count, alternating
    engine by engine for every repeat, and prints tokens/s, the ratios to llama.cpp
    Q4_K_M, peak RSS, and the decode roofline: measured memory read bandwidth over the
@@ -199,6 +203,72 @@ def write_placeholder_tokenizer(out: str, vocab: int) -> None:
     tok.save(os.path.join(out, "tokenizer.json"))
 
 
+def derive_head(bundle: str, ckpt: str, head: str, out: str) -> None:
+    """A copy of ``bundle`` whose embedding / output head is stored as ``cactus convert
+    --head head`` stores it, quantized from the checkpoint's float weights; the block
+    weights are kept byte for byte (converting a 1B model's blocks again takes many
+    minutes and cannot change the head).  A tied model's duplicate ``lm_head.weight``
+    is dropped, as convert drops it."""
+    import shutil
+
+    from cactus_core.formats import BFloat16
+    from cactus_quant.convert import _is_head, head_quantizer, read_safetensors, write_safetensors
+
+    st = {"uint8": "U8", "float16": "F16", "float32": "F32"}
+    src = {}
+    for f in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
+        src.update(read_safetensors(f))
+    with open(os.path.join(bundle, "cactus.json")) as f:
+        cactus = json.load(f)
+    with open(os.path.join(ckpt, "config.json")) as f:
+        tied = json.load(f).get("tie_word_embeddings", False)
+    tensors = read_safetensors(os.path.join(bundle, "model.safetensors"))
+    manifest, quantizer = cactus["quantization"]["tensors"], head_quantizer(head)
+    for name, (dt, arr) in src.items():
+        if not _is_head(name, dt, arr):
+            continue
+        for key in [k for k in tensors if k == name or k.startswith(name + ".")]:
+            del tensors[key]
+        manifest.pop(name, None)
+        if name == "lm_head.weight" and tied:
+            continue  # the loader ties the head to the embedding
+        if quantizer is None:
+            tensors[name] = (dt, arr)
+            continue
+        qt = quantizer.quantize(name, BFloat16(arr) if dt == "BF16" else arr)
+        tensors.update({key: (st[a.dtype.name], a) for key, a in qt.named_arrays(name).items()})
+        manifest[name] = qt.manifest_entry()
+    cactus["quantization"]["head"] = head
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for f in os.listdir(bundle):
+        if f not in ("model.safetensors", "cactus.json"):
+            shutil.copy2(os.path.join(bundle, f), tmp)
+    write_safetensors(os.path.join(tmp, "model.safetensors"), tensors)
+    with open(os.path.join(tmp, "cactus.json"), "w") as f:
+        json.dump(cactus, f, indent=1)
+    os.rename(tmp, out)
+
+
+def cactus_bundle(ckpt: str, base: str, bits: str, head: str) -> str:
+    """The bundle of ``ckpt`` at ``bits`` with ``head`` ("" = convert's default), made if missing."""
+    from cactus_core.convert_cli import DEFAULT_HEAD
+
+    head = "" if head == DEFAULT_HEAD else head
+    out = base if not head else f"{base}-head-{head}"
+    if os.path.exists(os.path.join(out, "cactus.json")):
+        return out
+    if head and os.path.exists(os.path.join(base, "cactus.json")):
+        derive_head(base, ckpt, head, out)
+        return out
+    cmd = [sys.executable, "-m", "cactus_core.cli", "convert", ckpt, out, "--bits", bits, "--no-calibrate"]
+    conv = subprocess.run(cmd + (["--head", head] if head else []), capture_output=True, text=True)  # speed only
+    if conv.returncode != 0 and not os.path.exists(os.path.join(out, "cactus.json")):
+        raise RuntimeError(f"cactus convert failed: {conv.stderr.strip().splitlines()[-1:]}")
+    return out
+
+
 def bytes_read_per_token(path: str, kind: str) -> int:
     """Bytes of weights a decoded token reads: the file, less a token embedding table
     that is stored apart from the output head (only one row of it is read).
@@ -250,6 +320,8 @@ def main() -> int:
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--bits", default="4", help="Cactus bundle bits for cactus convert ('' to skip)")
+    ap.add_argument("--head", default="",
+                    help="comma-separated cactus convert --head choices, one bundle each (default: convert's)")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--no-float", action="store_true", help="skip Cactus on the float16 checkpoint")
     ap.add_argument("--llama-cpp", help="an existing llama.cpp source tree to build/use")
@@ -282,15 +354,12 @@ def main() -> int:
             engines[f"llama.cpp {q}"] = ("llama", path)
         if not args.no_float:
             engines["cactus f16"] = ("cactus", ckpt)
-        if args.bits:
-            bundle = os.path.join(work, f"{name}-cq{args.bits}")
-            conv = subprocess.run([sys.executable, "-m", "cactus_core.cli", "convert", ckpt, bundle,
-                                   "--bits", args.bits, "--no-calibrate"],  # random weights: speed only
-                                  capture_output=True, text=True)
-            if conv.returncode == 0 or os.path.exists(os.path.join(bundle, "cactus.json")):
-                engines[f"cactus cq{args.bits}"] = ("cactus", bundle)
-            else:
-                print(f"skipping the Cactus bundle: {conv.stderr.strip().splitlines()[-1:]}", flush=True)
+        for head in (args.head.split(",") if args.bits else []):
+            try:
+                bundle = cactus_bundle(ckpt, os.path.join(work, f"{name}-cq{args.bits}"), args.bits, head.strip())
+                engines[f"cactus cq{args.bits}" + (f" h{head.strip()}" if head.strip() else "")] = ("cactus", bundle)
+            except RuntimeError as exc:
+                print(f"skipping the Cactus bundle: {exc}", flush=True)
         if args.repeats == 0:
             print(f"{name}: prepared {', '.join(engines)}", flush=True)
             continue

@@ -19,7 +19,7 @@ import numpy as np
 from .errors import CactusError, QuantizationError
 
 BITS = ("4", "3", "2", "3.26", "2.54", "8")
-HEADS = ("keep", "int8", "int4", "cq4")
+HEADS = ("keep", "int8", "int4", "cq6", "cq5", "cq4")
 #: How embeddings / lm_head are stored unless --head says otherwise (measured: docs/quantization.md).
 DEFAULT_HEAD = "int8"
 
@@ -40,8 +40,10 @@ def add_convert_command(sub) -> None:
                    help="calibrate (and measure mixed-precision sensitivity) on this text instead")
     p.add_argument("--calibration-samples", type=int, default=None,
                    help="self-generated texts and chats to calibrate on (default 128 for --bits 4, else 16)")
+    p.add_argument("--calibration-seed", type=int, default=0,
+                   help="which draw of self-written texts CQ4 calibrates on (default 0)")
     p.add_argument("--head", default=DEFAULT_HEAD, choices=HEADS,
-                   help=f"embeddings and lm_head: keep their dtype, or int8/int4/cq4 (default {DEFAULT_HEAD})")
+                   help=f"embeddings and lm_head: keep their dtype, or int8/int4/cq6/cq5/cq4 (default {DEFAULT_HEAD})")
     p.add_argument("--sensitivity", default="kl", choices=["kl", "proxy"],
                    help="mixed precision (--bits 3.26/2.54): measured KL per tensor (default) or weight error")
     p.add_argument("--report", action="store_true", help="per-tensor error, KL divergence and perplexity")
@@ -69,7 +71,7 @@ def tensor_errors(src: str, out: str) -> dict[str, float]:
 def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibrate: bool = False,
                 calibration_text: Optional[str] = None, samples: Optional[int] = None, head: str = DEFAULT_HEAD,
                 sensitivity: str = "kl", force: bool = False, progress: bool = True,
-                no_calibrate: bool = False) -> dict:
+                no_calibrate: bool = False, seed: int = 0) -> dict:
     """``cactus convert`` without the argument parsing: calibration tokens and activations,
     measured mixed-precision sensitivity, then the conversion; returns its report.
 
@@ -88,6 +90,8 @@ def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibra
     # cq4 self-calibrates inside convert(); given text still goes through the feedback path
     calibrate = method == "gptq" or bool(calibration_text) or (calibrate and scheme != "cq4")
     extra = {} if samples is None or scheme != "cq4" else {"calibration_samples": samples}
+    if seed and scheme == "cq4":
+        extra["calibration_seed"] = seed
     samples = 16 if samples is None else samples
     calibration, measure, quantizer, tokens, bar = None, None, None, None, None
     if calibrate or measured:
@@ -151,7 +155,7 @@ def _cmd_convert(args) -> int:
     del source
     report = run_convert(args.src, args.out, args.bits, args.method, args.calibrate, args.calibration_text,
                          args.calibration_samples, args.head, args.sensitivity, args.force, not args.json,
-                         no_calibrate=args.no_calibrate)
+                         no_calibrate=args.no_calibrate, seed=args.calibration_seed)
     try:
         quant = Engine.load(args.out)  # the bundle must load and run before we call it done
     except CactusError as exc:

@@ -130,3 +130,27 @@ def test_disk_full_leaves_nothing_that_looks_valid(src, tmp_path, monkeypatch):
         conv.convert(src, out, bits=4, progress=False)
     assert not out.exists()
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".o.")]  # temp folder removed
+
+
+@pytest.mark.parametrize("head,bits", [("cq6", 6), ("cq5", 5)])
+def test_scalar_cq_heads_from_the_command_line(src, tmp_path, head, bits):
+    """--head cq6/cq5 store the tied embedding as a 64/32-level scalar CQ table that
+    the engine runs."""
+    out = tmp_path / head
+    p = cactus_cli("convert", src, str(out), "--bits", "4", "--no-calibrate", "--head", head, "--json")
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["head"] == head and 5 <= report["head_bits_per_weight"] < bits + 0.5
+    entry = json.loads((out / "cactus.json").read_text())["quantization"]["tensors"]["model.embed_tokens.weight"]
+    assert entry["format"] == "cq" and entry["meta"]["index_bits"] == bits and entry["meta"]["vec_dim"] == 1
+    run = cactus_cli("run", str(out), "-p", "hi", "--json", "--max-tokens", "3", "--backend", "numpy_ref")
+    assert run.returncode == 0 and json.loads(run.stdout)["success"]
+
+
+def test_calibration_seed_picks_another_draw(src, tmp_path):
+    a = cactus_cli("convert", src, str(tmp_path / "a"), "--calibration-samples", "4", "--calibration-seed", "1")
+    b = cactus_cli("convert", src, str(tmp_path / "b"), "--calibration-samples", "4", "--calibration-seed", "1")
+    c = cactus_cli("convert", src, str(tmp_path / "c"), "--calibration-samples", "4")
+    assert a.returncode == b.returncode == c.returncode == 0, a.stderr + c.stderr
+    weights = {k: (tmp_path / k / "model.safetensors").read_bytes() for k in "abc"}
+    assert weights["a"] == weights["b"] and weights["a"] != weights["c"]

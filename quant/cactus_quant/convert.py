@@ -7,7 +7,8 @@ are quantized and how (docs/formats.md).  Which tensors get quantized: every
 2-D ``*.weight`` inside a transformer block (``layers.N``, ``layer.N``, ``h.N``,
 ``blocks.N``) whose input dim is a multiple of 32.  Embeddings and ``lm_head``
 (the "head") follow ``head=``: ``keep`` leaves them in their source dtype,
-``int8``/``int4`` store them as affine groups, ``cq4`` as CQ.  Each of these is
+``int8``/``int4`` store them as affine groups, ``cq4`` as CQ (8-bit codes of
+2-vectors), ``cq6``/``cq5`` as CQ with a scalar codebook of 64/32 levels.  Each of these is
 a format every backend already multiplies by (``linear``, the tied output head);
 embedding lookups dequantize only the rows they read.
 
@@ -44,7 +45,11 @@ _NAMES = {np.dtype(v): k for k, v in _DTYPES.items() if k != "BF16"}
 _BLOCK = re.compile(r"(^|\.)(layers|layer|h|blocks)\.\d+\.")
 #: Token embeddings and output heads of the supported architectures.
 _HEAD = re.compile(r"(^|\.)(embed_tokens|word_embeddings|wte|lm_head|embed_out)\.weight$")
-HEAD_CHOICES = ("keep", "int8", "int4", "cq4")
+HEAD_CHOICES = ("keep", "int8", "int4", "cq6", "cq5", "cq4")
+#: --head cq6 / cq5: CQ with a scalar (vec_dim 1) Lloyd-Max codebook of 2**bits levels for the
+#: rotated, group-normalised N(0, 1) coordinates, groups of 128 and the scale search of CQ4.
+#: 64 or 32 entries fit the byte-permute table lookups of the int8-activation decode kernels.
+SCALAR_HEADS = {"cq6": 6, "cq5": 5}
 
 
 def read_safetensors(path: Path) -> dict[str, tuple[str, np.ndarray]]:
@@ -117,6 +122,8 @@ def head_quantizer(head: str) -> Any:
     from .cq import CQQuantizer
     from .rtn import RTNQuantizer
 
+    if head in SCALAR_HEADS:  # CQ4's preset (groups, scale search) with a scalar codebook
+        return CQQuantizer(head, 4, index_bits=SCALAR_HEADS[head], vec_dim=1)
     return CQQuantizer("cq4", 4) if head == "cq4" else RTNQuantizer(f"rtn{head[3:]}", int(head[3:]))
 
 
@@ -137,13 +144,18 @@ def convert(
     measure: Optional[Callable[[str, int], float]] = None,
     self_calibrate: Optional[bool] = None,
     calibration_samples: int = DEFAULT_SAMPLES,
+    calibration_seed: int = 0,
+    sequential: Optional[bool] = None,
 ) -> dict:
     """Convert a Hugging Face checkpoint to a quantized bundle; returns a report dict.
 
     ``calibration(tensor_name) -> activations`` feeds GPTQ (required for
     ``gptq``) and CQ's error feedback (optional).  Without it, a scheme whose
     quantizer says ``self_calibrate`` (cq4) calibrates on ``calibration_samples``
-    texts the model writes itself (calibrate.py; data-free for encoders);
+    texts the model writes itself (calibrate.py; data-free for encoders;
+    ``calibration_seed`` picks the draw of those texts; ``sequential`` takes each
+    tensor's Hessian through the tensors quantized before it, default
+    ``calibrate.SEQUENTIAL``);
     ``self_calibrate=False`` keeps it data-free, ``True`` asks for it whatever the
     scheme.  ``quantizer`` overrides the
     registered scheme object (tests, custom settings).  ``head`` says how
@@ -188,12 +200,20 @@ def convert(
     heads = {n for n, (dt, a) in tensors.items() if head_q is not None and _is_head(n, dt, a)}
 
     hessians, calibrated_by = None, "given" if calibration is not None else "none"
+    made: dict[str, QuantizedTensor] = {}  # tensors sequential calibration already quantized
     wanted = self_calibrate if self_calibrate is not None else getattr(quantizer, "self_calibrate", False)
     if calibration is None and wanted and method != "rtn":
-        from .calibrate import self_hessians
+        from .calibrate import SEQUENTIAL, self_hessians, sequential_quantize
 
         try:
-            hessians = self_hessians(str(src), samples=calibration_samples)
+            if (SEQUENTIAL if sequential is None else sequential) and not hasattr(quantizer, "plan"):
+                wanted_names = set(targets)
+                made = sequential_quantize(str(src), lambda n, h: quantizer.quantize(
+                    n, _as_float(*tensors[n]), hessian=h, damp=SELF_DAMP) if n in wanted_names else None,
+                    samples=calibration_samples, seed=calibration_seed)
+                hessians, made = ({}, made) if made is not None else (None, {})
+            else:
+                hessians = self_hessians(str(src), samples=calibration_samples, seed=calibration_seed)
             calibrated_by = "self-written text" if hessians is not None else "none (not a causal LM)"
         except CactusError as exc:  # e.g. no tokenizer: the engine cannot run it, so stay data-free
             if self_calibrate:
@@ -221,7 +241,8 @@ def convert(
             options = {"calibration": calibration(name)} if calibration is not None else {}
             if hessians is not None and name in hessians:
                 options = {"hessian": hessians[name], "damp": SELF_DAMP}
-            qt: QuantizedTensor = quantizer.quantize(name, _as_float(dt, arr), **options)
+            qt: QuantizedTensor = (made.pop(name) if name in made
+                                   else quantizer.quantize(name, _as_float(dt, arr), **options))
             for key, a in qt.named_arrays(name).items():
                 written[key] = (_NAMES[a.dtype], a)
             manifest[name] = qt.manifest_entry()

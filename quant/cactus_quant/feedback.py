@@ -15,6 +15,9 @@ model generates itself; nothing here needs a dataset.
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+
 import numpy as np
 
 from cactus_core.errors import QuantizationError
@@ -30,6 +33,46 @@ def rotate_hessian(h: np.ndarray, block: int, seed: int) -> np.ndarray:
     """``R H R^T`` for the CQ rotation ``R`` (applied to rows, then to columns)."""
     hr = rotate_rows(h.astype(np.float32), block, seed)
     return rotate_rows(np.ascontiguousarray(hr.T), block, seed).astype(np.float64)
+
+
+class FactorCache:
+    """The last few rotated, damped inverse-Cholesky factors, keyed by the Hessian's bytes.
+
+    q/k/v read one input and so do gate/up: their Hessians are equal, and the
+    factor (an ``in x in`` inversion and Cholesky, the costly step on wide
+    layers) is the same.  Keying on the content rather than the array object
+    keeps it right whoever built the Hessians; two entries cover a checkpoint's
+    tensor order (k, o, q, v: o_proj sits between the shared ones).
+    """
+
+    def __init__(self, size: int = 2):
+        self.size, self.hits, self.misses = size, 0, 0
+        self._factors: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+    def factor(self, h: np.ndarray, block: int, seed: int, damp: float) -> np.ndarray:
+        """Upper ``U`` with ``U^T U = (R H R^T + damp * mean diag * I)^-1`` (read-only)."""
+        h = np.ascontiguousarray(h, dtype=np.float64)
+        key = (hashlib.blake2b(h.data, digest_size=16).digest(), h.shape, block, seed, float(damp))
+        u = self._factors.get(key)
+        if u is not None:
+            self.hits += 1
+            self._factors.move_to_end(key)
+            return u
+        self.misses += 1
+        u = inverse_cholesky(rotate_hessian(h, block, seed), damp)
+        u.flags.writeable = False  # shared between tensors
+        self._factors[key] = u
+        while len(self._factors) > self.size:
+            self._factors.popitem(last=False)
+        return u
+
+    def clear(self) -> None:
+        self._factors.clear()
+        self.hits = self.misses = 0
+
+
+#: Shared by every feedback quantization in the process.
+FACTORS = FactorCache()
 
 
 def cq_quantize_feedback(
@@ -60,7 +103,7 @@ def cq_quantize_feedback(
     group = choose_group(n, group_size, vec_dim)
     if group % vec_dim:
         raise QuantizationError(f"group {group} is not a multiple of the vector size {vec_dim}")
-    u = inverse_cholesky(rotate_hessian(hessian_from(x_or_h, n, is_hessian), block, seed), damp)
+    u = FACTORS.factor(hessian_from(x_or_h, n, is_hessian), block, seed, damp)
     wr = rotate_rows(w, block, seed).astype(np.float64)
     codebook = gaussian_vq(index_bits, vec_dim).astype(np.float16)
     if fit_iters:  # fitted to the weights as they are; feedback then codes around it

@@ -312,6 +312,18 @@ static void test_affine(int bits, int64_t group, int64_t M) {
 
 /* Embedding rows of quantized tables against scalar decoding: int4/int8 affine
  * groups, and CQ rows brought back to the original space, w = s * H(w'). */
+/* Original-space row of a rotated one: w = s * H_b(w'), H_b the orthonormal
+ * Hadamard transform of each block (its own inverse), by the definition. */
+static void unrotate_ref(const double *rot, const float *signs, int64_t D, int64_t block, double *want) {
+    for (int64_t k = 0; k < D; k++) {
+        const int64_t b0 = k / block * block;
+        double acc = 0;
+        for (int64_t j = b0; j < b0 + block; j++)
+            acc += (__builtin_popcountll((unsigned long long)((k - b0) & (j - b0))) & 1 ? -1 : 1) * rot[j];
+        want[k] = signs[k] * acc / sqrt((double)block);
+    }
+}
+
 static void test_quant_embedding(void) {
     const int64_t V = 40, D = 128, group = 32, block = 64, n = 5;
     const int64_t ids[5] = {3, 0, 39, 3, 17};
@@ -348,18 +360,41 @@ static void test_quant_embedding(void) {
         for (int64_t v = 0; v < D / 2; v++)
             for (int e = 0; e < 2; e++)
                 rot[2 * v + e] = cb[2 * codes[ids[r] * stride + v] + e] * half_ref(sc[ids[r] * (D / group) + 2 * v / group]);
-        for (int64_t k = 0; k < D; k++) {
-            const int64_t b0 = k / block * block;
-            double acc = 0;
-            for (int64_t j = b0; j < b0 + block; j++)
-                acc += (__builtin_popcountll((unsigned long long)((k - b0) & (j - b0))) & 1 ? -1 : 1) * rot[j];
-            want[r * D + k] = signs[k] * acc / sqrt((double)block);
-        }
+        unrotate_ref(rot, signs, D, block, want + r * D);
     }
     int rc = cn_cq_embedding(codes, stride, 8, 2, sc, group, cb, signs, block, V, D, ids, n, out);
     if (rc) failures++, printf("FAIL cq embedding: rc %d\n", rc);
     else check("cq embedding", out, want, n * D, 1e-5, 1e-6);
     free(codes); free(cb); free(signs); free(sc); free(bi); free(out); free(want);
+}
+
+/* Embedding rows of scalar-codebook CQ tables (the cq6 / cq5 tied heads: 6- or
+ * 5-bit codes of single weights), against decoding the bit stream bit by bit. */
+static void test_cq_scalar_embedding(int bits) {
+    const int64_t V = 40, D = 192, group = 64, block = 64, n = 4, stride = D * bits / 8;
+    const int64_t ids[4] = {39, 0, 7, 39};
+    uint8_t *codes = malloc((size_t)(V * stride));
+    uint16_t *sc = malloc(2 * (size_t)(V * D / group));
+    float *cb = fill(1 << bits, 1), *signs = fill(D, 1), *out = fill(n * D, 0);
+    double *want = calloc((size_t)(n * D), 8), rot[192];
+    for (int64_t i = 0; i < V * stride; i++) codes[i] = (uint8_t)(frand() * 128 + 128);
+    for (int64_t i = 0; i < V * D / group; i++) sc[i] = to_half(0.5f + 0.25f * frand());
+    for (int64_t k = 0; k < D; k++) signs[k] = signs[k] < 0 ? -1.0f : 1.0f;
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t v = 0; v < D; v++) {
+            uint32_t code = 0;
+            for (int b = 0; b < bits; b++)
+                code |= (uint32_t)((codes[ids[r] * stride + (v * bits + b) / 8] >> ((v * bits + b) % 8)) & 1) << b;
+            rot[v] = cb[code] * half_ref(sc[ids[r] * (D / group) + v / group]);
+        }
+        unrotate_ref(rot, signs, D, block, want + r * D);
+    }
+    int rc = cn_cq_embedding(codes, stride, bits, 1, sc, group, cb, signs, block, V, D, ids, n, out);
+    char name[64];
+    snprintf(name, sizeof name, "cq embedding, %d-bit scalar codebook", bits);
+    if (rc) failures++, printf("FAIL %s: rc %d\n", name, rc);
+    else check(name, out, want, n * D, 1e-5, 1e-6);
+    free(codes); free(sc); free(cb); free(signs); free(out); free(want);
 }
 
 /* CQ decode with int8 activations (cn_cq_linear_i8) against two references:
@@ -639,11 +674,18 @@ int main(void) {
     test_cq(6, 2, 1, 64, 0);
     test_cq(8, 4, 5, 64, 0);
     test_cq(5, 2, 3, 64, 0); /* a layout without a specialised kernel */
+    test_cq(6, 1, 1, 64, 0); /* scalar codebooks: the cq6 / cq5 heads */
+    test_cq(5, 1, 1, 128, 0);
+    test_cq(6, 1, 7, 64, 1);
+    test_cq(5, 1, 37, 64, 1);
+    test_cq(5, 1, 1, 128, 1);
     test_affine(4, 64, 1);
     test_affine(4, 32, 3);
     test_affine(8, 64, 1);
     test_affine(8, 6, 2);
     test_quant_embedding();
+    test_cq_scalar_embedding(6);
+    test_cq_scalar_embedding(5);
     /* the input rotation done inside the kernel, decode and prefill tiles with edges */
     test_cq(8, 2, 1, 128, 1);
     test_cq(8, 2, 37, 64, 1);
@@ -665,12 +707,20 @@ int main(void) {
     test_cq_i8(8, 4, 512, 67, 128, 1, 1); /* CQ2: half chunks */
     test_cq_i8(8, 4, 512, 21, 256, 1, 1);
     test_cq_i8(8, 4, 320, 19, 80, 2, 1);
+    test_cq_i8(6, 1, 512, 67, 128, 1, 1); /* scalar codebooks (cq6 / cq5 heads): two chunks per group */
+    test_cq_i8(5, 1, 512, 67, 128, 1, 1);
+    test_cq_i8(6, 1, 320, 37, 80, 2, 1); /* 80 codes: a whole chunk and a partial one */
+    test_cq_i8(5, 1, 960, 45, 120, 1, 0); /* 5-bit partial chunk of 56 codes (7 byte groups) */
+    test_cq_i8(6, 1, 576, 29, 96, 1, 1);
+    test_cq_i8(5, 1, 256, 33, 256, 1, 1);
     /* fused calls: exact decode in one region, prefill, int8-activation decode */
     test_fused(8, 2, 1, 0);
     test_fused(6, 2, 1, 0);
     test_fused(8, 4, 4, 0);
     test_fused(8, 2, 1, 1);
     test_fused(6, 2, 1, 1);
+    test_fused(6, 1, 1, 1);
+    test_fused(5, 1, 1, 0);
     test_linear_multi(1);
     test_linear_multi(5);
     test_cached_attention(3);  /* the scalar rounding */
@@ -682,7 +732,11 @@ int main(void) {
         const uint8_t c = 0; const uint16_t sc = 0; const int8_t q = 0; float out = 0, xx = 0;
         const int rc = cn_cq_linear_i8(&xx, 1, 64, &c, 64, 8, 1, &sc, 64, &q, 1.0f, NULL, 64, 1, NULL, &out);
         failures += rc != -1;
-        printf("%s cq int8-act rejects scalar codebooks (rc %d)\n", rc == -1 ? "ok  " : "FAIL", rc);
+        printf("%s cq int8-act rejects 8-bit scalar codebooks (rc %d)\n", rc == -1 ? "ok  " : "FAIL", rc);
+        /* 5-bit codes need groups of whole bytes (runs of eight codes): 36 is not */
+        const int rc5 = cn_cq_linear_i8(&xx, 1, 72, &c, 45, 5, 1, &sc, 36, &q, 1.0f, NULL, 8, 1, NULL, &out);
+        failures += rc5 != -1;
+        printf("%s cq int8-act rejects 5-bit groups of 36 (rc %d)\n", rc5 == -1 ? "ok  " : "FAIL", rc5);
     }
     printf("%d failure(s)\n", failures);
     return failures;

@@ -69,8 +69,9 @@ def _int8_emulation(x, w, bias):
 
 
 # CQ4 (8-bit codes of 2-vectors), CQ3 (6-bit), CQ2 (8-bit codes of 4-vectors: groups of 128 are
-# half a 64-code chunk, and 80 inputs are 20 codes)
-LAYOUTS = [(8, 2), (6, 2), (8, 4)]
+# half a 64-code chunk, and 80 inputs are 20 codes), the cq6 / cq5 heads (6- and 5-bit codes of
+# scalars: a group of 128 is two chunks, 80 a chunk and a quarter)
+LAYOUTS = [(8, 2), (6, 2), (8, 4), (6, 1), (5, 1)]
 
 
 @pytest.mark.parametrize("bits,d", LAYOUTS)
@@ -102,7 +103,7 @@ def test_int8_path_is_within_its_bound_of_the_exact_kernel(neon, neon_i8, rng, b
     assert not np.array_equal(got, exact)  # it really took the int8 kernel
 
 
-@pytest.mark.parametrize("bits,d", [(8, 2), (6, 2), (8, 4)])
+@pytest.mark.parametrize("bits,d", [(8, 2), (6, 2), (8, 4), (6, 1), (5, 1)])
 @pytest.mark.parametrize("shape", [(67, 512, 128, 128), (50, 320, 80, 64), (37, 256, 64, 128)])
 @pytest.mark.parametrize("M", [6, 37])
 def test_bf16_prefill_is_within_its_bound_of_the_exact_kernel(neon, neon_bf16, rng, bits, d, shape, M):
@@ -143,8 +144,10 @@ def test_setting_from_argument_and_environment(neon_backend_class, monkeypatch):
 
     # 2: measured faster (AVX-512 VBMI + VNNI), 1: native but unmeasured (arm64), 0: SIMDe only
     level = load_kernels().lib.cn_cq_i8_kernel(8, 2)
-    assert load_kernels().lib.cn_cq_i8_kernel(4, 1) == 0  # scalar codebooks have no int8 kernel
+    assert load_kernels().lib.cn_cq_i8_kernel(4, 1) == 0  # 16- and 256-entry scalar codebooks have none
+    assert load_kernels().lib.cn_cq_i8_kernel(8, 1) == 0
     assert load_kernels().lib.cn_cq_i8_kernel(8, 4) == level  # CQ2 has
+    assert load_kernels().lib.cn_cq_i8_kernel(6, 1) == load_kernels().lib.cn_cq_i8_kernel(5, 1) == level  # cq6/cq5
     monkeypatch.delenv("CACTUS_INT8_ACT", raising=False)
     assert neon_backend_class().int8_activations is None  # auto
     assert ("int8 CQ decode" in neon_backend_class().describe()) == (level == 2)

@@ -95,14 +95,27 @@ def _cq(rng, N, K, bits, d, group=64, block=128):
     )
 
 
-@pytest.mark.parametrize("bits,d", [(8, 2), (6, 2), (8, 4), (4, 1), (5, 2), (3, 1)])
+@pytest.mark.parametrize("bits,d", [(8, 2), (6, 2), (8, 4), (6, 1), (5, 1), (4, 1), (5, 2), (3, 1)])
 @pytest.mark.parametrize("M", [1, 6])
 def test_cq_linear_matches_dequantized_reference(neon, ref, rng, bits, d, M):
-    """The CQ presets (8x2 = CQ4, 6x2 = CQ3, 8x4 = CQ2) and layouts without a special kernel."""
+    """The CQ presets (8x2 = CQ4, 6x2 = CQ3, 8x4 = CQ2), the scalar heads (6x1 = cq6, 5x1 =
+    cq5) and layouts without a special kernel."""
     if "cq" not in neon.formats:
         pytest.skip("this cactus_core has no CQ format")
     w, b = _cq(rng, 37, 256, bits, d), _rand(rng, 37)
     x = _rand(rng, 1, M, 256)
+    want = ref.linear(x, w, b)
+    np.testing.assert_allclose(neon.linear(x, w, b), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("bits", [6, 5])
+@pytest.mark.parametrize("K,group,block", [(1024, 128, 128), (320, 80, 64), (960, 120, 64), (512, 256, 128)])
+@pytest.mark.parametrize("M", [1, 3, 40])
+def test_cq_scalar_head_layouts_match_reference(neon, ref, rng, bits, K, group, block, M):
+    """cq6 / cq5 heads: groups of whole 64-code blocks (AVX-512 VBMI lookups where built) and
+    groups that are not (80, 120: the NEON loops), decode, small and panel-sized prefill."""
+    w, b = _cq(rng, 70, K, bits, 1, group, block), _rand(rng, 70)
+    x = _rand(rng, 1, M, K)
     want = ref.linear(x, w, b)
     np.testing.assert_allclose(neon.linear(x, w, b), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
@@ -139,13 +152,15 @@ def _affine(rng, fmt, N, K, group):
     )
 
 
-@pytest.mark.parametrize("fmt", ["cq4", "cq2", "int4", "int8"])
+@pytest.mark.parametrize("fmt", ["cq4", "cq2", "cq6", "cq5", "int4", "int8"])
 def test_quantized_embedding_matches_reference(neon, ref, rng, fmt):
-    """Rows decoded in C, in the original (unrotated) space, dispatched to cpu_neon."""
+    """Rows decoded in C, in the original (unrotated) space, dispatched to cpu_neon (cq6 / cq5:
+    the scalar-codebook tied heads)."""
     if fmt.startswith("cq"):
         if "cq" not in neon.formats:
             pytest.skip("this cactus_core has no CQ format")
-        table = _cq(rng, 50, 256, 8, 2 if fmt == "cq4" else 4)
+        bits, d = {"cq4": (8, 2), "cq2": (8, 4), "cq6": (6, 1), "cq5": (5, 1)}[fmt]
+        table = _cq(rng, 50, 256, bits, d)
     else:
         if fmt not in neon.formats:
             pytest.skip(f"this cactus_core has no {fmt} format")

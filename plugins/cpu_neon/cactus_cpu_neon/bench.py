@@ -4,10 +4,13 @@
     python -m cactus_cpu_neon.bench --python-share MODEL [--tokens 32] [--threads N] [--cpu-time]
     python -m cactus_cpu_neon.bench --python-only MODEL [--tokens 64]
     python -m cactus_cpu_neon.bench --cq-decode [--threads N]
+    python -m cactus_cpu_neon.bench --head [--threads N]
 
 Shapes are those of a ~1B-parameter model (hidden 2048, MLP 8192, 32 query
 heads over 8 KV heads of 64); CQ decode is timed on the exact kernel and
-with int8 activations.  Each figure is the median of several runs;
+with int8 activations.  ``--head`` times one decode step of the tied output
+head of Qwen3-0.6B and Llama-3.2-1B (vocabulary x hidden) in each ``cactus
+convert --head`` format.  Each figure is the median of several runs;
 the linear rows also give the weight bandwidth reached (bytes of weights
 streamed per second), the number that bounds decode speed.  ``--python-share``
 instead decodes with a model and reports the share of each step spent outside
@@ -148,6 +151,51 @@ def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
     return rows
 
 
+#: Tied output heads (vocabulary, hidden) of the shapes benchmarks/vs_llamacpp.py uses.
+HEAD_SHAPES = {"qwen3-0.6b": (151936, 1024), "llama-3.2-1b": (128256, 2048)}
+#: ``cactus convert --head`` formats: (format, index_bits, vec_dim); int8 is RTN's affine groups.
+HEAD_FORMATS = {"int8": ("int8", 8, 0), "cq6": ("cq", 6, 1), "cq5": ("cq", 5, 1), "cq4": ("cq", 8, 2)}
+
+
+def _head_tensor(rng, V: int, D: int, fmt: str, bits: int, d: int):
+    if fmt == "int8":
+        return _formats.Int8Tensor((V, D), {"group_size": 128}, codes=rng.integers(0, 256, (V, D), dtype=np.uint8),
+                                   scales=np.full((V, D // 128), 0.01, np.float16),
+                                   biases=np.full((V, D // 128), -1.28, np.float16))
+    meta = dict(index_bits=bits, vec_dim=d, group_size=128, block_size=128, seed=0)
+    return _formats.CQTensor(
+        (V, D), meta, codes=_formats.pack_bits(rng.integers(0, 1 << bits, (V, D // d), dtype=np.uint8), bits),
+        scales=(rng.random((V, D // 128)) + 0.5).astype(np.float16),
+        codebook=rng.standard_normal((1 << bits, d)).astype(np.float16),
+        signs=rng.integers(0, 256, D // 8).astype(np.uint8))
+
+
+def head_decode(threads=None, repeats: int = 15, shapes=None) -> list[dict]:
+    """One decode step of the tied output head (``linear`` of one token by the whole
+    table) per ``--head`` format: ms (best of ``repeats``), bytes read, GB/s.
+
+    CQ heads run on the exact kernel and with int8 activations (the default where
+    measured faster); int8 heads have a single kernel.  The tables (75-310 MB)
+    stream from DRAM on every call, as in a real decode step.
+    """
+    rng = np.random.default_rng(0)
+    paths = {"exact": create(threads, False), "int8": create(threads, True)}
+    rows = []
+    for model, (V, D) in (shapes or HEAD_SHAPES).items():
+        x = rng.standard_normal((1, 1, D)).astype(np.float32)
+        for head, (fmt, bits, d) in HEAD_FORMATS.items():
+            w = _head_tensor(rng, V, D, fmt, bits, d)
+            for path, neon in paths.items():
+                if fmt == "int8" and path == "exact":
+                    continue  # one kernel for int8 tables
+                neon.linear(x, w)
+                best = min(_median_ms(lambda: neon.linear(x, w), 1) for _ in range(repeats))
+                rows.append(dict(case=f"{model} head {head} {path if fmt == 'cq' else 'affine'}", ms=round(best, 3),
+                                 MB=round(w.nbytes / 1e6, 1), GBps=round(w.nbytes / best / 1e6, 1)))
+            del w
+    return rows
+
+
 class _TimedLib:
     """Stands in for the cffi ``lib``: times every call into C."""
 
@@ -274,7 +322,13 @@ def main(argv=None) -> None:
     p.add_argument("--python-only", metavar="MODEL", help="Python ms per decode step, C calls stubbed")
     p.add_argument("--tokens", type=int, default=None, help="decode steps (--python-share 32, --python-only 64)")
     p.add_argument("--cq-decode", action="store_true", help="CQ decode GB/s: exact kernel against int8 activations")
+    p.add_argument("--head", action="store_true", help="output-head decode per --head format (int8, cq6, cq5, cq4)")
     a = p.parse_args(argv)
+    if a.head:
+        rows = head_decode(a.threads)
+        print(json.dumps(rows, indent=2) if a.json else
+              "\n".join(f"{r['case']:34s} {r['ms']:8.2f} ms {r['MB']:7.1f} MB {r['GBps']:6.1f} GB/s" for r in rows))
+        return
     if a.cq_decode:
         rows = cq_decode(a.threads)
         print(json.dumps(rows, indent=2) if a.json else

@@ -85,8 +85,9 @@ int cn_gemm_bf16_available(void);
  * quantized to int8 (cb_q8: vec_dim planes of 2^index_bits values, entry
  * (c, e) = cb_q8[e << index_bits | c] * cb_scale) with integer dot products.
  * Not exact (about 1e-2 relative to the result's magnitude).  8- and 6-bit
- * codes of 2- and 4-vectors (CQ4, CQ3, CQ2); returns -1 for other layouts,
- * -2 when out of memory.  cn_cq_i8_kernel says what this build has for a
+ * codes of 2- and 4-vectors (CQ4, CQ3, CQ2) and 6- and 5-bit codes of scalars
+ * (the cq6 / cq5 heads; 5-bit groups a multiple of 8); returns -1 for other
+ * layouts, -2 when out of memory.  cn_cq_i8_kernel says what this build has for a
  * layout: 2 a
  * kernel measured faster than cn_cq_linear's exact decode (AVX-512 VBMI +
  * VNNI), 1 a native kernel whose speed is not measured (arm64 NEON), 0 none

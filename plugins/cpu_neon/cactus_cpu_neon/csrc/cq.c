@@ -47,8 +47,15 @@ CN_INLINE uint32_t cq_code(const uint8_t *row, int64_t j, const int bits) {
 }
 
 /* Codes v .. v+3.  6-bit codes come four to three bytes, so one 24-bit
- * read yields all four when v is a multiple of 4 (every group start is). */
+ * read yields all four when v is a multiple of 4 (every group start is);
+ * four 5-bit codes are 20 bits from bit 0 or 4 of a byte, also one read. */
 CN_INLINE void cq_codes4(const uint8_t *row, int64_t v, const int bits, uint32_t c[4]) {
+    if (bits == 5 && (v & 3) == 0) {
+        const uint8_t *p = row + (5 * v >> 3);
+        const uint32_t w = (p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16) >> (5 * v & 7);
+        for (int i = 0; i < 4; i++) c[i] = (w >> (5 * i)) & 31u;
+        return;
+    }
     if (bits == 6 && (v & 3) == 0) {
         const uint8_t *p = row + 3 * (v >> 2);
         const uint32_t w = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16;
@@ -59,6 +66,12 @@ CN_INLINE void cq_codes4(const uint8_t *row, int64_t v, const int bits, uint32_t
         return;
     }
     for (int i = 0; i < 4; i++) c[i] = cq_code(row, v + i, bits);
+}
+
+/* Scalar codebook entries of four codes as one vector. */
+CN_INLINE float32x4_t cq_quad(const float *cb, const uint32_t c[4]) {
+    const float w[4] = {cb[c[0]], cb[c[1]], cb[c[2]], cb[c[3]]};
+    return vld1q_f32(w);
 }
 
 /* sum over vectors [v0, v1) of cb[code(v)] . x[v*d : v*d + d] */
@@ -74,6 +87,14 @@ CN_INLINE float cq_dot_span(const uint8_t *row, const float *x, const float *cb,
             float32x4_t w1 = vcombine_f32(vld1_f32(cb + 2 * c[2]), vld1_f32(cb + 2 * c[3]));
             a0 = vfmaq_f32(a0, w0, vld1q_f32(x + 2 * v));
             a1 = vfmaq_f32(a1, w1, vld1q_f32(x + 2 * v + 4));
+        }
+    } else if (d == 1) {
+        for (; v + 8 <= v1; v += 8) {
+            uint32_t c[4], e[4];
+            cq_codes4(row, v, bits, c);
+            cq_codes4(row, v + 4, bits, e);
+            a0 = vfmaq_f32(a0, cq_quad(cb, c), vld1q_f32(x + v));
+            a1 = vfmaq_f32(a1, cq_quad(cb, e), vld1q_f32(x + v + 4));
         }
     } else if (d == 4) {
         for (; v + 2 <= v1; v += 2) {
@@ -141,6 +162,12 @@ CN_INLINE void cq_gemv4(const cq_args *a, const int64_t n[4], float out[4], cons
                     }
                     p[r] = vfmaq_f32(p[r], cq_pair(cb, c[0], c[1]), x0);
                     q[r] = vfmaq_f32(q[r], cq_pair(cb, c[2], c[3]), x1);
+                } else if (d == 1) {
+                    uint32_t c[4], e[4];
+                    cq_codes4(row[r], v, bits, c);
+                    cq_codes4(row[r], v + 4, bits, e);
+                    p[r] = vfmaq_f32(p[r], cq_quad(cb, c), x0);
+                    q[r] = vfmaq_f32(q[r], cq_quad(cb, e), x1);
                 } else {
                     p[r] = vfmaq_f32(p[r], vld1q_f32(cb + 4 * cq_code(row[r], v, bits)), x0);
                     q[r] = vfmaq_f32(q[r], vld1q_f32(cb + 4 * cq_code(row[r], v + 1, bits)), x1);
@@ -179,7 +206,7 @@ CN_INLINE void cq_row_dequant(const cq_args *a, int64_t n, float *out, const int
 
 CN_INLINE void cq_gemv_rows(const cq_args *a, int64_t n0, int64_t n1, const int bits, const int d) {
     int64_t n = n0;
-    if (d == 2 || d == 4)
+    if (d == 1 || d == 2 || d == 4)
         for (; n + 4 <= n1; n += 4) {
             const int64_t rows[4] = {n, n + 1, n + 2, n + 3};
             float out[4];
@@ -229,6 +256,12 @@ CN_INLINE void cq_dequant_row(const cq_args *a, int64_t n, int64_t k0, int64_t k
                 vst1q_f32(out + 2 * v - k0, vmulq_f32(cq_pair(a->cb, c[0], c[1]), vdupq_n_f32(s)));
                 vst1q_f32(out + 2 * v + 4 - k0, vmulq_f32(cq_pair(a->cb, c[2], c[3]), vdupq_n_f32(s)));
             }
+        if (d == 1)
+            for (; v + 4 <= gend; v += 4) {
+                uint32_t c[4];
+                cq_codes4(row, v, bits, c);
+                vst1q_f32(out + v - k0, vmulq_f32(cq_quad(a->cb, c), vdupq_n_f32(s)));
+            }
         for (; v < gend / d; v++) {
             const float *c = a->cb + (int64_t)d * cq_code(row, v, bits);
             for (int e = 0; e < d; e++) out[v * d + e - k0] = c[e] * s;
@@ -246,7 +279,8 @@ CN_INLINE void cq_panels(const cq_args *a, int64_t p0, int64_t p1, cn_panel_fill
 }
 
 /* Specialised for the CQ presets (8-bit codes of 2- or 4-vectors, 6-bit codes
- * of 2-vectors); any other layout runs the generic loops. */
+ * of 2-vectors) and the scalar heads (6- and 5-bit codes); any other layout
+ * runs the generic loops. */
 #define CQ_FNS(suffix, bits, d)                                                                    \
     static void cq_gemv_##suffix(const void *c, int64_t a, int64_t b) { cq_gemv_rows(c, a, b, bits, d); } \
     static void cq_gemm_##suffix(const void *c, int64_t a, int64_t b) { cq_gemm_tiles(c, a, b, bits, d); } \
@@ -258,6 +292,8 @@ CQ_FNS(8x2, 8, 2)
 CQ_FNS(8x4, 8, 4)
 CQ_FNS(6x2, 6, 2)
 CQ_FNS(4x1, 4, 1)
+CQ_FNS(6x1, 6, 1)
+CQ_FNS(5x1, 5, 1)
 
 typedef struct {
     int bits, d;
@@ -269,6 +305,8 @@ static const cq_variant VARIANTS[] = {
     {8, 4, cq_gemv_8x4, cq_gemm_8x4, cq_panels_8x4},
     {6, 2, cq_gemv_6x2, cq_gemm_6x2, cq_panels_6x2},
     {4, 1, cq_gemv_4x1, cq_gemm_4x1, cq_panels_4x1},
+    {6, 1, cq_gemv_6x1, cq_gemm_6x1, cq_panels_6x1},
+    {5, 1, cq_gemv_5x1, cq_gemm_5x1, cq_panels_5x1},
 };
 
 /* Generic layout: bits and d at run time. */
@@ -311,7 +349,7 @@ static void rotate_rows(const void *c, int64_t r0, int64_t r1) {
 
 static void cq_fill_vbmi(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {
     const cq_args *a = c;
-    cn_cq_vbmi_decode(a->planes, a->codes + n * a->stride, a->scales + n * (a->K / a->group), a->group, a->bits,
+    cn_cq_vbmi_decode(a->planes, a->codes + n * a->stride, a->scales + n * (a->K / a->group), a->group, a->bits, a->d,
                       k0, k1, out);
 }
 
@@ -319,8 +357,72 @@ static void cq_panels_vbmi(const void *c, int64_t p0, int64_t p1) { cq_panels(c,
 
 static void cq_gemv_vbmi(const void *c, int64_t n0, int64_t n1) {
     const cq_args *a = c;
-    cn_cq_vbmi_rows(a->x, a->K, a->codes, a->stride, a->bits, a->scales, a->group, a->cb, n0, n1, a->bias, a->y);
+    cn_cq_vbmi_rows(a->x, a->K, a->codes, a->stride, a->bits, a->d, a->scales, a->group, a->cb, n0, n1, a->bias,
+                    a->y);
 }
+
+/* ---- scalar codebooks by table lookup (arm64) --------------------------------
+ * The cq6 / cq5 heads' 64 or 32 float16 entries, split into low- and
+ * high-byte tables: 16 codes become 16 weights in two vqtbl lookups, two
+ * zips and four float16 converts, instead of 16 scalar loads and lane
+ * inserts.  Native arm64 only: SIMDe emulates vqtbl4q lane by lane, and x86
+ * has cq_vbmi.c. */
+#if CN_NATIVE
+typedef struct {
+    cq_args a;
+    uint8x16x4_t lo, hi; /* byte 0 and byte 1 of each entry's float16 bits */
+} cq_tbl_args;
+
+/* Whether the layout takes the lookup, building its tables into t (entries must be exactly float16). */
+static int cq_tbl_prepare(const float *cb, int bits, int d, int64_t group, cq_tbl_args *t) {
+    if (d != 1 || (bits != 6 && bits != 5) || group % 16) return 0;
+    uint8_t lo[64] = {0}, hi[64] = {0};
+    for (int i = 0; i < 1 << bits; i++) {
+        const float16x4_t h = vcvt_f16_f32(vdupq_n_f32(cb[i]));
+        if (vgetq_lane_f32(vcvt_f32_f16(h), 0) != cb[i]) return 0;
+        const uint16_t u = vget_lane_u16(vreinterpret_u16_f16(h), 0);
+        lo[i] = (uint8_t)u, hi[i] = (uint8_t)(u >> 8);
+    }
+    t->lo = vld1q_u8_x4(lo), t->hi = vld1q_u8_x4(hi);
+    return 1;
+}
+
+CN_INLINE uint8x16_t tbl_lookup(uint8x16x4_t t, uint8x16_t idx, const int bits) {
+    if (bits == 5) return vqtbl2q_u8((uint8x16x2_t){{t.val[0], t.val[1]}}, idx);
+    return vqtbl4q_u8(t, idx);
+}
+
+CN_INLINE void cq_tbl_rows(const cq_tbl_args *t, int64_t n0, int64_t n1, const int bits) {
+    const cq_args *a = &t->a;
+    const int64_t ng = a->K / a->group;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *row = a->codes + n * a->stride;
+        const uint16_t *sc = a->scales + n * ng;
+        float32x4_t tot = vdupq_n_f32(0);
+        for (int64_t g = 0; g < ng; g++) {
+            float32x4_t p0 = vdupq_n_f32(0), p1 = p0, p2 = p0, p3 = p0;
+            for (int64_t c = g * a->group; c < (g + 1) * a->group; c += 16) {
+                const uint8x16_t idx = cn_cq_codes16(row, c, 16, bits);
+                const uint8x16_t l = tbl_lookup(t->lo, idx, bits), h = tbl_lookup(t->hi, idx, bits);
+                const uint16x8_t w0 = vreinterpretq_u16_u8(vzip1q_u8(l, h)), w1 = vreinterpretq_u16_u8(vzip2q_u8(l, h));
+                const float *x = a->x + c;
+                p0 = vfmaq_f32(p0, vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(w0))), vld1q_f32(x));
+                p1 = vfmaq_f32(p1, vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(w0))), vld1q_f32(x + 4));
+                p2 = vfmaq_f32(p2, vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(w1))), vld1q_f32(x + 8));
+                p3 = vfmaq_f32(p3, vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(w1))), vld1q_f32(x + 12));
+            }
+            tot = vfmaq_n_f32(tot, vaddq_f32(vaddq_f32(p0, p1), vaddq_f32(p2, p3)), cn_f16_scalar(sc[g]));
+        }
+        a->y[n] = vaddvq_f32(tot) + (a->bias ? a->bias[n] : 0.0f);
+    }
+}
+
+static void cq_gemv_tbl(const void *c, int64_t n0, int64_t n1) {
+    const cq_tbl_args *t = c;
+    if (t->a.bits == 6) cq_tbl_rows(t, n0, n1, 6);
+    else cq_tbl_rows(t, n0, n1, 5);
+}
+#endif
 
 void cn_cq_rotate(const float *x, int64_t M, int64_t K, const float *signs, int64_t block, float *out) {
     rotate_args ra = {x, signs, out, K, block};
@@ -345,19 +447,25 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
     cq_args a = {x, M, K, N, codes, stride, scales, group, codebook, bias, y, index_bits, vec_dim};
     const cq_variant v = cq_pick(index_bits, vec_dim);
     cn_range_fn gemv = v.gemv, gemm = v.gemm, panels = v.panels;
-    const int vbmi = vec_dim == 2 && K % 128 == 0 && group % 64 == 0 && cn_cq_vbmi_usable(codebook, index_bits);
+    const int vbmi = cn_cq_vbmi_fits(codebook, index_bits, vec_dim, K, group);
     if (M == 1 && vbmi) {
         float *xp = (float *)malloc(sizeof(float) * (size_t)K);
         if (!xp) {
             free(xr);
             return -2;
         }
-        cn_cq_vbmi_permute_x(x, K, xp);
+        cn_cq_vbmi_permute_x(x, K, vec_dim, xp);
         a.x = xp;
         cn_parallel_for(N, N * K, cq_gemv_vbmi, &a);
         free(xp);
     } else if (M == 1) {
-        cn_parallel_for(N, N * K, gemv, &a);
+#if CN_NATIVE
+        cq_tbl_args t = {a};
+        if (cq_tbl_prepare(codebook, index_bits, vec_dim, group, &t)) {
+            cn_parallel_for(N, N * K, cq_gemv_tbl, &t);
+        } else
+#endif
+            cn_parallel_for(N, N * K, gemv, &a);
     } else if (cn_gemm_avx512_available()) {
         if (!cn_gemm_panels_fit(cq_panel_kc(group))) {
             free(xr);
@@ -365,10 +473,10 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
         }
         uint8_t planes[6][256];
         float *xp = NULL;
-        if (vbmi && cq_panel_kc(group) % 128 == 0 && (xp = (float *)malloc(sizeof(float) * (size_t)(M * K)))) {
+        if (vbmi && cq_panel_kc(group) % (64 * vec_dim) == 0 && (xp = (float *)malloc(sizeof(float) * (size_t)(M * K)))) {
             /* Weights are decoded in the VBMI kernel's order: permute x's columns to match. */
-            for (int64_t m = 0; m < M; m++) cn_cq_vbmi_permute_x(x + m * K, K, xp + m * K);
-            cn_cq_vbmi_planes(codebook, index_bits, planes);
+            for (int64_t m = 0; m < M; m++) cn_cq_vbmi_permute_x(x + m * K, K, vec_dim, xp + m * K);
+            cn_cq_vbmi_planes(codebook, index_bits, vec_dim, planes);
             a.x = xp;
             a.planes = (const uint8_t (*)[256])planes;
             panels = cq_panels_vbmi;
@@ -396,33 +504,37 @@ int cn_cq_gemv_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, fl
     cq_args a[CN_MULTI_MAX];
     cn_multi_range m;
     m.n = n;
-    float *xp = NULL; /* x in the VBMI kernel's order, made once if any weight takes it */
+    /* x in the VBMI kernel's order (one per vector size: blocks of 64 or 128 inputs),
+     * made once if any weight takes it */
+    float *xp[3] = {NULL, NULL, NULL};
     int64_t rows = 0;
-    for (int i = 0; i < n; i++) {
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
         const int bits = w[i].index_bits, d = w[i].vec_dim;
         const int64_t group = w[i].group;
         if (bits < 1 || bits > 16 || d < 1 || group < 1 || group % d || K % group) {
-            free(xp);
-            return -1;
+            rc = -1;
+            break;
         }
         a[i] = (cq_args){x, 1, K, w[i].N, w[i].codes, w[i].stride, w[i].scales, group, w[i].codebook,
                          w[i].bias, y + rows, bits, d};
         m.ctx[i] = &a[i];
         m.fn[i] = cq_pick(bits, d).gemv;
-        if (d == 2 && K % 128 == 0 && group % 64 == 0 && cn_cq_vbmi_usable(w[i].codebook, bits)) {
-            if (!xp) {
-                if (!(xp = (float *)malloc(sizeof(float) * (size_t)K))) return -2;
-                cn_cq_vbmi_permute_x(x, K, xp);
+        if (cn_cq_vbmi_fits(w[i].codebook, bits, d, K, group)) { /* d is 1 or 2 */
+            if (!xp[d] && (xp[d] = (float *)malloc(sizeof(float) * (size_t)K))) cn_cq_vbmi_permute_x(x, K, d, xp[d]);
+            if (!xp[d]) {
+                rc = -2;
+                break;
             }
-            a[i].x = xp;
+            a[i].x = xp[d];
             m.fn[i] = cq_gemv_vbmi;
         }
         rows += w[i].N;
         m.end[i] = rows;
     }
-    cn_parallel_for(rows, rows * K, cn_multi_range_run, &m);
-    free(xp);
-    return 0;
+    if (rc == 0) cn_parallel_for(rows, rows * K, cn_multi_range_run, &m);
+    free(xp[1]), free(xp[2]);
+    return rc;
 }
 
 /* ---- embedding lookup --------------------------------------------------- */

@@ -1,5 +1,6 @@
-/* CQ decode (8- and 6-bit codes of 2- and 4-vectors: CQ4, CQ3, CQ2) with
- * int8 activations and integer dot products.
+/* CQ decode (8- and 6-bit codes of 2- and 4-vectors: CQ4, CQ3, CQ2; 6- and
+ * 5-bit codes of scalars: the cq6 / cq5 output heads) with int8 activations
+ * and integer dot products.
  *
  * The exact decode (cq.c, cq_vbmi.c) builds float32 weights from the
  * codebook and multiplies them with float FMAs: on the 2-core EPYC that is
@@ -50,7 +51,9 @@ static void quantize_x(const float *x, int64_t K, int64_t group, const int d, fl
         int32x4_t sum = vdupq_n_s32(0);
         for (int64_t c = 0; c < C; c += 4) { /* C % 4 == 0: groups are whole 4-vector runs */
             int8_t *o = dst + (c / 64) * 64 * d + c % 64; /* component e at o + 64 e */
-            if (d == 2) {
+            if (d == 1) {
+                sum = vaddq_s32(sum, put4(vld1q_f32(xg + c), inv, o));
+            } else if (d == 2) {
                 const float32x4x2_t v = vld2q_f32(xg + 2 * c); /* components of codes c..c+3 */
                 for (int e = 0; e < 2; e++) sum = vaddq_s32(sum, put4(v.val[e], inv, o + 64 * e));
             } else {
@@ -64,29 +67,14 @@ static void quantize_x(const float *x, int64_t K, int64_t group, const int d, fl
 
 /* ---- the NEON kernel ------------------------------------------------------ */
 
-/* 16 codes (count of them, a multiple of 4; the rest read as 0) as bytes.
- * 6-bit codes: each 3-byte group goes to a 32-bit lane, and its four fields
- * are shifted into the lane's four bytes. */
-CN_INLINE uint8x16_t codes16(const uint8_t *row, int64_t v, int64_t count, const int bits) {
-    uint8_t buf[16] = {0};
-    if (bits == 8) {
-        if (count == 16) return vld1q_u8(row + v);
-        memcpy(buf, row + v, (size_t)count);
-        return vld1q_u8(buf);
-    }
-    memcpy(buf, row + 3 * (v / 4), (size_t)(3 * count / 4)); /* never reads past the row */
-    static const uint8_t spread[16] = {0, 1, 2, 255, 3, 4, 5, 255, 6, 7, 8, 255, 9, 10, 11, 255};
-    const uint32x4_t w = vreinterpretq_u32_u8(vqtbl1q_u8(vld1q_u8(buf), vld1q_u8(spread)));
-    uint32x4_t r = vandq_u32(w, vdupq_n_u32(63));
-    r = vorrq_u32(r, vandq_u32(vshlq_n_u32(w, 2), vdupq_n_u32(0x3f00)));
-    r = vorrq_u32(r, vandq_u32(vshlq_n_u32(w, 4), vdupq_n_u32(0x3f0000)));
-    r = vorrq_u32(r, vandq_u32(vshlq_n_u32(w, 6), vdupq_n_u32(0x3f000000)));
-    return vreinterpretq_u8_u32(r);
-}
-
 /* Table lookup of 16 codes in one component's int8 codebook: four 64-byte
- * tables for 256 entries (vqtbx leaves lanes whose index is out of range). */
+ * tables for 256 entries (vqtbx leaves lanes whose index is out of range),
+ * one for 64, half of one for 32. */
 CN_INLINE int8x16_t lookup16(const int8x16x4_t *t, uint8x16_t idx, const int bits) {
+    if (bits == 5) {
+        const int8x16x2_t t2 = {{t[0].val[0], t[0].val[1]}};
+        return vqtbl2q_s8(t2, idx);
+    }
     int8x16_t r = vqtbl4q_s8(t[0], idx);
     if (bits == 8) {
         r = vqtbx4q_s8(r, t[1], vsubq_u8(idx, vdupq_n_u8(64)));
@@ -108,7 +96,15 @@ CN_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
 CN_INLINE void i8_rows_neon(const cn_cq_i8_args *a, int64_t n0, int64_t n1, const int bits, const int d) {
     int8x16x4_t t[4][4];
     for (int e = 0; e < d; e++)
-        for (int q = 0; q < (bits == 8 ? 4 : 1); q++) t[e][q] = vld1q_s8_x4(a->cbq + (e << bits) + 64 * q);
+        for (int q = 0; q < (bits == 8 ? 4 : 1); q++) {
+            const int8_t *p = a->cbq + (e << bits) + 64 * q;
+            if (bits == 5) { /* 32 entries: never read past the plane */
+                t[e][q].val[0] = vld1q_s8(p), t[e][q].val[1] = vld1q_s8(p + 16);
+                t[e][q].val[2] = t[e][q].val[3] = vdupq_n_s8(0);
+            } else {
+                t[e][q] = vld1q_s8_x4(p);
+            }
+        }
     const int64_t ng = a->K / a->group, C = a->group / d;
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *row = a->codes + n * a->stride;
@@ -117,7 +113,7 @@ CN_INLINE void i8_rows_neon(const cn_cq_i8_args *a, int64_t n0, int64_t n1, cons
         for (int64_t g = 0; g < ng; g++) {
             int32x4_t acc = vdupq_n_s32(0);
             for (int64_t c = 0; c < C; c += 16) {
-                const uint8x16_t idx = codes16(row, g * C + c, CN_MIN(16, C - c), bits);
+                const uint8x16_t idx = cn_cq_codes16(row, g * C + c, CN_MIN(16, C - c), bits);
                 const int8_t *xq = a->xq + (g * a->nch + c / 64) * 64 * d + c % 64;
                 for (int e = 0; e < d; e++) acc = dot16(acc, lookup16(t[e], idx, bits), vld1q_s8(xq + 64 * e));
             }
@@ -129,14 +125,15 @@ CN_INLINE void i8_rows_neon(const cn_cq_i8_args *a, int64_t n0, int64_t n1, cons
 
 static void i8_rows(const void *c, int64_t n0, int64_t n1) {
     const cn_cq_i8_args *a = c;
-    if (cn_cq_i8_avx512_usable(a->bits)) cn_cq_i8_avx512_rows(a, n0, n1);
+    if (cn_cq_i8_avx512_usable(a->bits, a->d)) cn_cq_i8_avx512_rows(a, n0, n1);
+    else if (a->d == 1) a->bits == 6 ? i8_rows_neon(a, n0, n1, 6, 1) : i8_rows_neon(a, n0, n1, 5, 1);
     else if (a->d == 2) a->bits == 8 ? i8_rows_neon(a, n0, n1, 8, 2) : i8_rows_neon(a, n0, n1, 6, 2);
     else a->bits == 8 ? i8_rows_neon(a, n0, n1, 8, 4) : i8_rows_neon(a, n0, n1, 6, 4);
 }
 
 int cn_cq_i8_kernel(int index_bits, int vec_dim) {
-    if ((index_bits != 8 && index_bits != 6) || (vec_dim != 2 && vec_dim != 4)) return 0;
-    if (cn_cq_i8_avx512_usable(index_bits)) return 2; /* measured: docs/cpu_neon.md */
+    if (!cn_cq_i8_codes(index_bits, vec_dim)) return 0;
+    if (cn_cq_i8_avx512_usable(index_bits, vec_dim)) return 2; /* measured: docs/cpu_neon.md */
     /* Native NEON: tested under qemu, speed on arm64 hardware not measured yet.
      * Through SIMDe the table lookups are emulated lane by lane (70x slower
      * than the exact kernel on SSE2): none. */
@@ -146,8 +143,7 @@ int cn_cq_i8_kernel(int index_bits, int vec_dim) {
 int cn_cq_linear_i8(const float *x, int64_t M, int64_t K, const uint8_t *codes, int64_t stride, int index_bits,
                     int vec_dim, const uint16_t *scales, int64_t group, const int8_t *cb_q8, float cb_scale,
                     const float *signs, int64_t block, int64_t N, const float *bias, float *y) {
-    if ((index_bits != 8 && index_bits != 6) || (vec_dim != 2 && vec_dim != 4)) return -1;
-    if (group < 4 * vec_dim || group % (4 * vec_dim) || K % group) return -1; /* whole 4-code runs */
+    if (!cn_cq_i8_layout(index_bits, vec_dim, group, K)) return -1; /* whole 4-code runs */
     if (signs && (block < 1 || (block & (block - 1)) || K % block)) return -1;
     if (M <= 0 || N <= 0) return 0;
     const int64_t ng = K / group, nch = (group / vec_dim + 63) / 64;
@@ -181,8 +177,7 @@ int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, floa
     for (int i = 0; i < n; i++) {
         const int bits = w[i].index_bits, d = w[i].vec_dim;
         const int64_t group = w[i].group;
-        if ((bits != 8 && bits != 6) || (d != 2 && d != 4)) return -1;
-        if (group < 4 * d || group % (4 * d) || K % group) return -1;
+        if (!cn_cq_i8_layout(bits, d, group, K)) return -1;
         const size_t ng = (size_t)(K / group);
         bytes += ng * (size_t)((group / d + 63) / 64 * 64 * d) + 16 * ng + 4 * (size_t)K;
     }

@@ -1,5 +1,5 @@
-/* CQ decode (8- and 6-bit codes of 2-vectors: CQ4, CQ3) with AVX-512 VBMI
- * byte permutes.
+/* CQ decode (8- and 6-bit codes of 2-vectors: CQ4, CQ3; 6- and 5-bit codes
+ * of scalars: the cq6 / cq5 heads) with AVX-512 VBMI byte permutes.
  *
  * The NEON kernel in cq.c gathers one codebook entry per code: at best about
  * one code per cycle on the 2-core EPYC, far below memory bandwidth.  x86
@@ -28,7 +28,8 @@
  * permutes, one byte plane per component, and vpdpbusd multiplies it with
  * x's int8 values, 64 codes per two products: 23-24 GB/s of codes on one
  * core from cache, 3.2x the exact kernel, about 15 from DRAM.  It also needs
- * AVX-512 VNNI and VL, and serves 4-vectors (CQ2) as well.
+ * AVX-512 VNNI and VL, and serves 4-vectors (CQ2) and scalar codebooks of 64
+ * or 32 entries (one vpermb and one vpdpbusd per 64 weights) as well.
  *
  * Compiled only where the compiler targets AVX-512 VBMI (-march=native on
  * such a CPU); elsewhere cq.c's and cq_i8.c's NEON paths run. */
@@ -37,11 +38,14 @@
 #if defined(__AVX512VBMI__) && defined(__AVX512BW__) && defined(__AVX512F__)
 #include <immintrin.h>
 
-/* The planes drop the low byte of each float32 entry: usable only when the
- * float32 codebook it is given (the format stores float16) is exactly float16. */
-int cn_cq_vbmi_usable(const float *cb, int bits) {
-    if (bits != 8 && bits != 6) return 0;
-    for (int i = 0; i < 2 << bits; i++)
+/* Layouts: 8- and 6-bit codes of 2-vectors (blocks of 128 inputs), 6- and
+ * 5-bit codes of scalars (blocks of 64), groups of whole halves of a 2-vector
+ * block.  The planes drop the low byte of each float32 entry: usable only when
+ * the float32 codebook it is given (the format stores float16) is exactly float16. */
+int cn_cq_vbmi_fits(const float *cb, int bits, int d, int64_t K, int64_t group) {
+    if (!((d == 2 && (bits == 8 || bits == 6)) || (d == 1 && (bits == 6 || bits == 5)))) return 0;
+    if (K % (64 * d) || group % 64) return 0;
+    for (int i = 0; i < d << bits; i++)
         if (_cvtsh_ss(_cvtss_sh(cb[i], _MM_FROUND_TO_NEAREST_INT)) != cb[i] && cb[i] == cb[i]) return 0;
     return 1;
 }
@@ -52,21 +56,19 @@ static int64_t vbmi_slot(int64_t i) {
     return (in_lane / 4) * 16 + lane * 4 + in_lane % 4;
 }
 
-void cn_cq_vbmi_permute_x(const float *x, int64_t K, float *xp) {
-    /* per block of 128 inputs: 64 first components, then 64 second components */
-    for (int64_t b = 0; b < K / 128; b++)
-        for (int64_t i = 0; i < 64; i++) {
-            xp[b * 128 + vbmi_slot(i)] = x[b * 128 + 2 * i];
-            xp[b * 128 + 64 + vbmi_slot(i)] = x[b * 128 + 2 * i + 1];
-        }
+void cn_cq_vbmi_permute_x(const float *x, int64_t K, int d, float *xp) {
+    /* per block of 64 codes (64 d inputs): 64 first components, then 64 second components */
+    for (int64_t b = 0; b < K / (64 * d); b++)
+        for (int64_t i = 0; i < 64; i++)
+            for (int e = 0; e < d; e++) xp[b * 64 * d + 64 * e + vbmi_slot(i)] = x[b * 64 * d + d * i + e];
 }
 
-void cn_cq_vbmi_planes(const float *cb, int bits, uint8_t planes[6][256]) {
+void cn_cq_vbmi_planes(const float *cb, int bits, int d, uint8_t planes[6][256]) {
     memset(planes, 0, 6 * 256);
     for (int c = 0; c < 1 << bits; c++)
-        for (int e = 0; e < 2; e++) {
+        for (int e = 0; e < d; e++) {
             uint32_t u;
-            memcpy(&u, cb + 2 * c + e, 4);
+            memcpy(&u, cb + d * c + e, 4);
             for (int byte = 1; byte < 4; byte++) planes[3 * e + byte - 1][c] = (uint8_t)(u >> (8 * byte));
         }
 }
@@ -87,6 +89,20 @@ CN_INLINE __m512i unpack6_n(const uint8_t *p, __mmask64 bytes) {
 
 CN_INLINE __m512i unpack6(const uint8_t *p) { return unpack6_n(p, 0xffffffffffffull); }
 
+/* 64 codes of 5 bits (40 bytes, of which `bytes` are read) as 64 bytes: each
+ * 5-byte group of eight codes is spread to a 64-bit lane, then one multishift
+ * picks its eight fields (bit offsets 0, 5, ..., 35). */
+CN_INLINE __m512i unpack5_n(const uint8_t *p, __mmask64 bytes) {
+    static const int8_t spread_idx[64] = {
+        0,  1,  2,  3,  4,  0, 0, 0, 5,  6,  7,  8,  9,  0, 0, 0, 10, 11, 12, 13, 14, 0,
+        0,  0,  15, 16, 17, 18, 19, 0, 0, 0, 20, 21, 22, 23, 24, 0, 0,  0,  25, 26, 27, 28,
+        29, 0,  0,  0,  30, 31, 32, 33, 34, 0, 0, 0, 35, 36, 37, 38, 39, 0, 0,  0};
+    const __m512i raw = _mm512_maskz_loadu_epi8(bytes, p);
+    const __m512i spread = _mm512_permutexvar_epi8(_mm512_loadu_si512(spread_idx), raw);
+    const __m512i fields = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x231E19140F0A0500ll), spread);
+    return _mm512_and_si512(fields, _mm512_set1_epi8(31));
+}
+
 typedef struct {
     __m512i t[6][2][2]; /* plane p, entries 64 * (2 * i + j) .. + 63 */
 } planes_zmm;
@@ -96,11 +112,15 @@ CN_INLINE void load_planes(const uint8_t planes[6][256], planes_zmm *z) {
         for (int q = 0; q < 4; q++) z->t[p][q / 2][q % 2] = _mm512_loadu_si512(planes[p] + 64 * q);
 }
 
-/* The 128 weights of block b of a row, unscaled: w[e][q] is component e,
+/* The 64 d weights of block b of a row, unscaled: w[e][q] is component e,
  * vector q of the order above. */
-CN_INLINE void decode_block(const planes_zmm *z, const uint8_t *row, int64_t b, const int bits, __m512 w[2][4]) {
+CN_INLINE void decode_block(const planes_zmm *z, const uint8_t *row, int64_t b, const int bits, const int d,
+                            __m512 w[2][4]) {
     __m512i P[6];
-    if (bits == 8) {
+    if (d == 1) { /* 64- or 32-entry scalar codebook: one permute per plane */
+        const __m512i c = bits == 6 ? unpack6(row + 48 * b) : unpack5_n(row + 40 * b, 0xffffffffffull);
+        for (int p = 0; p < 3; p++) P[p] = _mm512_permutexvar_epi8(c, z->t[p][0][0]);
+    } else if (bits == 8) {
         const __m512i c = _mm512_loadu_si512(row + 64 * b);
         const __mmask64 high = _mm512_movepi8_mask(c); /* codes 128-255 */
         for (int p = 0; p < 6; p++)
@@ -111,7 +131,7 @@ CN_INLINE void decode_block(const planes_zmm *z, const uint8_t *row, int64_t b, 
         for (int p = 0; p < 6; p++) P[p] = _mm512_permutexvar_epi8(c, z->t[p][0][0]);
     }
     const __m512i zero = _mm512_setzero_si512();
-    for (int e = 0; e < 2; e++) {
+    for (int e = 0; e < d; e++) {
         const __m512i b1 = P[3 * e], b2 = P[3 * e + 1], b3 = P[3 * e + 2];
         const __m512i l0 = _mm512_unpacklo_epi8(zero, b1), l1 = _mm512_unpackhi_epi8(zero, b1);
         const __m512i h0 = _mm512_unpacklo_epi8(b2, b3), h1 = _mm512_unpackhi_epi8(b2, b3);
@@ -122,18 +142,20 @@ CN_INLINE void decode_block(const planes_zmm *z, const uint8_t *row, int64_t b, 
     }
 }
 
-/* Scales of block b: the low eight floats of each vector belong to the
- * first 64 weights of the block, the high eight to the last 64. */
-CN_INLINE __m512 block_scales(const uint16_t *sc, int64_t b, int64_t halves_per_group) {
+/* Scales of block b: with 2-vectors the low eight floats of each vector
+ * belong to the first 64 weights of the block, the high eight to the last
+ * 64; a scalar block of 64 weights lies in one group. */
+CN_INLINE __m512 block_scales(const uint16_t *sc, int64_t b, int64_t halves_per_group, const int d) {
+    if (d == 1) return _mm512_set1_ps(_cvtsh_ss(sc[b / halves_per_group]));
     return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_cvtsh_ss(sc[2 * b / halves_per_group])),
                                 _mm512_set1_ps(_cvtsh_ss(sc[(2 * b + 1) / halves_per_group])));
 }
 
 CN_INLINE void vbmi_rows(const float *xp, int64_t K, const uint8_t *codes, int64_t stride,
                          const uint16_t *scales, int64_t group, const float *cb, int64_t n0, int64_t n1,
-                         const float *bias, float *y, const int bits) {
+                         const float *bias, float *y, const int bits, const int d) {
     uint8_t planes[6][256];
-    cn_cq_vbmi_planes(cb, bits, planes);
+    cn_cq_vbmi_planes(cb, bits, d, planes);
     planes_zmm z;
     load_planes(planes, &z);
     const int64_t ng = K / group, halves_per_group = group / 64;
@@ -141,52 +163,72 @@ CN_INLINE void vbmi_rows(const float *xp, int64_t K, const uint8_t *codes, int64
         const uint8_t *row = codes + n * stride;
         const uint16_t *sc = scales + n * ng;
         __m512 tot = _mm512_setzero_ps();
-        for (int64_t b = 0; b < K / 128; b++) {
+        for (int64_t b = 0; b < K / (64 * d); b++) {
             __m512 w[2][4];
-            decode_block(&z, row, b, bits, w);
-            const float *xb = xp + 128 * b;
+            decode_block(&z, row, b, bits, d, w);
+            const float *xb = xp + 64 * d * b;
             __m512 a0 = _mm512_mul_ps(w[0][0], _mm512_loadu_ps(xb)), a1 = _mm512_mul_ps(w[0][1], _mm512_loadu_ps(xb + 16));
             a0 = _mm512_fmadd_ps(w[0][2], _mm512_loadu_ps(xb + 32), a0);
             a1 = _mm512_fmadd_ps(w[0][3], _mm512_loadu_ps(xb + 48), a1);
-            a0 = _mm512_fmadd_ps(w[1][0], _mm512_loadu_ps(xb + 64), a0);
-            a1 = _mm512_fmadd_ps(w[1][1], _mm512_loadu_ps(xb + 80), a1);
-            a0 = _mm512_fmadd_ps(w[1][2], _mm512_loadu_ps(xb + 96), a0);
-            a1 = _mm512_fmadd_ps(w[1][3], _mm512_loadu_ps(xb + 112), a1);
-            tot = _mm512_fmadd_ps(_mm512_add_ps(a0, a1), block_scales(sc, b, halves_per_group), tot);
+            if (d == 2) {
+                a0 = _mm512_fmadd_ps(w[1][0], _mm512_loadu_ps(xb + 64), a0);
+                a1 = _mm512_fmadd_ps(w[1][1], _mm512_loadu_ps(xb + 80), a1);
+                a0 = _mm512_fmadd_ps(w[1][2], _mm512_loadu_ps(xb + 96), a0);
+                a1 = _mm512_fmadd_ps(w[1][3], _mm512_loadu_ps(xb + 112), a1);
+            }
+            tot = _mm512_fmadd_ps(_mm512_add_ps(a0, a1), block_scales(sc, b, halves_per_group, d), tot);
         }
         y[n] = _mm512_reduce_add_ps(tot) + (bias ? bias[n] : 0.0f);
     }
 }
 
-void cn_cq_vbmi_rows(const float *xp, int64_t K, const uint8_t *codes, int64_t stride, int bits,
+void cn_cq_vbmi_rows(const float *xp, int64_t K, const uint8_t *codes, int64_t stride, int bits, int d,
                      const uint16_t *scales, int64_t group, const float *cb, int64_t n0, int64_t n1,
                      const float *bias, float *y) {
-    if (bits == 8) vbmi_rows(xp, K, codes, stride, scales, group, cb, n0, n1, bias, y, 8);
-    else vbmi_rows(xp, K, codes, stride, scales, group, cb, n0, n1, bias, y, 6);
+    if (d == 1) {
+        if (bits == 6) vbmi_rows(xp, K, codes, stride, scales, group, cb, n0, n1, bias, y, 6, 1);
+        else vbmi_rows(xp, K, codes, stride, scales, group, cb, n0, n1, bias, y, 5, 1);
+    } else if (bits == 8) {
+        vbmi_rows(xp, K, codes, stride, scales, group, cb, n0, n1, bias, y, 8, 2);
+    } else {
+        vbmi_rows(xp, K, codes, stride, scales, group, cb, n0, n1, bias, y, 6, 2);
+    }
 }
 
-/* Prefill: weights [k0, k1) of one row (k0, k1 multiples of 128), scaled, in
- * the kernel's order within each 128-input block, so that x permuted by
+/* Prefill: weights [k0, k1) of one row (k0, k1 multiples of 64 d), scaled,
+ * in the kernel's order within each block, so that x permuted by
  * cn_cq_vbmi_permute_x meets them; the packed-panel GEMM then needs no
  * per-weight scalar work to decode. */
+CN_INLINE void vbmi_decode(const planes_zmm *z, const uint8_t *row, const uint16_t *sc, int64_t group, int64_t k0,
+                           int64_t k1, float *out, const int bits, const int d) {
+    for (int64_t b = k0 / (64 * d); b < k1 / (64 * d); b++) {
+        __m512 w[2][4];
+        decode_block(z, row, b, bits, d, w);
+        const __m512 s = block_scales(sc, b, group / 64, d);
+        float *ob = out + 64 * d * b - k0;
+        for (int e = 0; e < d; e++)
+            for (int q = 0; q < 4; q++) _mm512_storeu_ps(ob + 64 * e + 16 * q, _mm512_mul_ps(w[e][q], s));
+    }
+}
+
 void cn_cq_vbmi_decode(const uint8_t planes[6][256], const uint8_t *row, const uint16_t *sc, int64_t group,
-                       int bits, int64_t k0, int64_t k1, float *out) {
+                       int bits, int d, int64_t k0, int64_t k1, float *out) {
     planes_zmm z;
     load_planes(planes, &z);
-    for (int64_t b = k0 / 128; b < k1 / 128; b++) {
-        __m512 w[2][4];
-        decode_block(&z, row, b, bits == 8 ? 8 : 6, w);
-        const __m512 s = block_scales(sc, b, group / 64);
-        float *ob = out + 128 * b - k0;
-        for (int e = 0; e < 2; e++)
-            for (int q = 0; q < 4; q++) _mm512_storeu_ps(ob + 64 * e + 16 * q, _mm512_mul_ps(w[e][q], s));
+    if (d == 1) {
+        if (bits == 6) vbmi_decode(&z, row, sc, group, k0, k1, out, 6, 1);
+        else vbmi_decode(&z, row, sc, group, k0, k1, out, 5, 1);
+    } else if (bits == 8) {
+        vbmi_decode(&z, row, sc, group, k0, k1, out, 8, 2);
+    } else {
+        vbmi_decode(&z, row, sc, group, k0, k1, out, 6, 2);
     }
 }
 
 /* ---- int8 activations (cq_i8.c has the design) ---------------------------- */
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 
-int cn_cq_i8_avx512_usable(int bits) { return bits == 8 || bits == 6; }
+int cn_cq_i8_avx512_usable(int bits, int d) { return cn_cq_i8_codes(bits, d); }
 
 /* vpdpbusd multiplies unsigned bytes by signed ones: the codebook goes in as
  * q + 128 and x as it is, and 128 * sum(x) over each group, shared by every
@@ -196,9 +238,11 @@ typedef struct {
 } i8_tables;
 
 CN_INLINE void i8_load_tables(const int8_t *cbq, const int bits, const int d, i8_tables *z) {
+    /* a 32-entry table (5-bit codes) fills half a register: never read past it */
+    const __mmask64 m = bits == 5 ? 0xffffffffull : ~0ull;
     for (int e = 0; e < d; e++)
         for (int q = 0; q < (bits == 8 ? 4 : 1); q++)
-            z->t[e][q] = _mm512_xor_si512(_mm512_loadu_si512(cbq + (e << bits) + 64 * q), _mm512_set1_epi8(-128));
+            z->t[e][q] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, cbq + (e << bits) + 64 * q), _mm512_set1_epi8(-128));
 }
 
 /* count codes (<= 64, a multiple of 4) from code v of a row, one per byte;
@@ -207,13 +251,15 @@ CN_INLINE __m512i i8_codes(const uint8_t *row, int64_t v, int64_t count, const i
     if (bits == 8)
         return count == 64 ? _mm512_loadu_si512(row + v)
                            : _mm512_maskz_loadu_epi8(_bzhi_u64(~0ull, (unsigned)count), row + v);
+    if (bits == 5) return unpack5_n(row + 5 * (v / 8), _bzhi_u64(~0ull, (unsigned)(5 * count / 8)));
     return unpack6_n(row + 3 * (v / 4), _bzhi_u64(~0ull, (unsigned)(3 * count / 4)));
 }
 
 /* One component's weights for 64 codes: a 256-entry table is two 128-byte
- * halves, looked up by vpermi2b and picked by the code's top bit. */
+ * halves, looked up by vpermi2b and picked by the code's top bit; 64 or 32
+ * entries take one vpermb. */
 CN_INLINE __m512i i8_lookup(const __m512i *t, __m512i c, const int bits) {
-    if (bits == 6) return _mm512_permutexvar_epi8(c, t[0]);
+    if (bits != 8) return _mm512_permutexvar_epi8(c, t[0]);
     return _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), _mm512_permutex2var_epi8(t[0], c, t[1]),
                                   _mm512_permutex2var_epi8(t[2], c, t[3]));
 }
@@ -265,21 +311,21 @@ CN_INLINE void i8_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1, const int
 
 /* Specialised on (bits, d, whole chunks); CQ2's groups of 128 are 32 codes of
  * 4-vectors, half a chunk (the masked lanes cost their share of the work). */
-CN_INLINE void i8_rows_d(const cn_cq_i8_args *a, int64_t n0, int64_t n1, const int d) {
-    const int full = a->group % (64 * d) == 0;
-    if (a->bits == 8) full ? i8_rows(a, n0, n1, 8, d, 1) : i8_rows(a, n0, n1, 8, d, 0);
-    else full ? i8_rows(a, n0, n1, 6, d, 1) : i8_rows(a, n0, n1, 6, d, 0);
+CN_INLINE void i8_rows_b(const cn_cq_i8_args *a, int64_t n0, int64_t n1, const int bits, const int d) {
+    if (a->group % (64 * d) == 0) i8_rows(a, n0, n1, bits, d, 1);
+    else i8_rows(a, n0, n1, bits, d, 0);
 }
 
 void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
-    if (a->d == 2) i8_rows_d(a, n0, n1, 2);
-    else i8_rows_d(a, n0, n1, 4);
+    if (a->d == 1) a->bits == 6 ? i8_rows_b(a, n0, n1, 6, 1) : i8_rows_b(a, n0, n1, 5, 1);
+    else if (a->d == 2) a->bits == 8 ? i8_rows_b(a, n0, n1, 8, 2) : i8_rows_b(a, n0, n1, 6, 2);
+    else a->bits == 8 ? i8_rows_b(a, n0, n1, 8, 4) : i8_rows_b(a, n0, n1, 6, 4);
 }
 
 #else
 
-int cn_cq_i8_avx512_usable(int bits) {
-    (void)bits;
+int cn_cq_i8_avx512_usable(int bits, int d) {
+    (void)bits, (void)d;
     return 0;
 }
 void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) { (void)a, (void)n0, (void)n1; }
@@ -287,25 +333,27 @@ void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) { (voi
 #endif
 
 #else
-int cn_cq_vbmi_usable(const float *cb, int bits) {
-    (void)cb, (void)bits;
+int cn_cq_vbmi_fits(const float *cb, int bits, int d, int64_t K, int64_t group) {
+    (void)cb, (void)bits, (void)d, (void)K, (void)group;
     return 0;
 }
-void cn_cq_vbmi_permute_x(const float *x, int64_t K, float *xp) { (void)x, (void)K, (void)xp; }
-void cn_cq_vbmi_planes(const float *cb, int bits, uint8_t planes[6][256]) { (void)cb, (void)bits, (void)planes; }
-void cn_cq_vbmi_decode(const uint8_t planes[6][256], const uint8_t *row, const uint16_t *sc, int64_t group,
-                       int bits, int64_t k0, int64_t k1, float *out) {
-    (void)planes, (void)row, (void)sc, (void)group, (void)bits, (void)k0, (void)k1, (void)out;
+void cn_cq_vbmi_permute_x(const float *x, int64_t K, int d, float *xp) { (void)x, (void)K, (void)d, (void)xp; }
+void cn_cq_vbmi_planes(const float *cb, int bits, int d, uint8_t planes[6][256]) {
+    (void)cb, (void)bits, (void)d, (void)planes;
 }
-void cn_cq_vbmi_rows(const float *xp, int64_t K, const uint8_t *codes, int64_t stride, int bits,
+void cn_cq_vbmi_decode(const uint8_t planes[6][256], const uint8_t *row, const uint16_t *sc, int64_t group,
+                       int bits, int d, int64_t k0, int64_t k1, float *out) {
+    (void)planes, (void)row, (void)sc, (void)group, (void)bits, (void)d, (void)k0, (void)k1, (void)out;
+}
+void cn_cq_vbmi_rows(const float *xp, int64_t K, const uint8_t *codes, int64_t stride, int bits, int d,
                      const uint16_t *scales, int64_t group, const float *cb, int64_t n0, int64_t n1,
                      const float *bias, float *y) {
-    (void)xp, (void)K, (void)codes, (void)stride, (void)bits, (void)scales, (void)group, (void)cb;
+    (void)xp, (void)K, (void)codes, (void)stride, (void)bits, (void)d, (void)scales, (void)group, (void)cb;
     (void)n0, (void)n1, (void)bias, (void)y;
 }
 
-int cn_cq_i8_avx512_usable(int bits) {
-    (void)bits;
+int cn_cq_i8_avx512_usable(int bits, int d) {
+    (void)bits, (void)d;
     return 0;
 }
 void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) { (void)a, (void)n0, (void)n1; }

@@ -180,19 +180,20 @@ CN_INLINE float cn_load_w1(const void *w, int64_t i, int wt) {
 
 CN_INLINE size_t cn_wsize(int wt) { return wt == CN_F32 ? 4 : 2; }
 
-/* CQ decode (8- and 6-bit codes of 2-vectors) through AVX-512 VBMI
- * (cq_vbmi.c); usable() is 0 where the build does not target it (the other
- * two then do nothing) or where the codebook is not exactly float16. */
-int cn_cq_vbmi_usable(const float *cb, int bits);
-void cn_cq_vbmi_permute_x(const float *x, int64_t K, float *xp);
-void cn_cq_vbmi_rows(const float *xp, int64_t K, const uint8_t *codes, int64_t stride, int bits,
+/* CQ decode (8- and 6-bit codes of 2-vectors, 6- and 5-bit codes of
+ * scalars) through AVX-512 VBMI (cq_vbmi.c), in blocks of 64 codes (64 * d
+ * inputs); fits() is 0 where the build does not target it (the others then do
+ * nothing), for other layouts, and where the codebook is not exactly float16. */
+int cn_cq_vbmi_fits(const float *cb, int bits, int d, int64_t K, int64_t group);
+void cn_cq_vbmi_permute_x(const float *x, int64_t K, int d, float *xp);
+void cn_cq_vbmi_rows(const float *xp, int64_t K, const uint8_t *codes, int64_t stride, int bits, int d,
                      const uint16_t *scales, int64_t group, const float *cb, int64_t n0, int64_t n1,
                      const float *bias, float *y);
 /* Prefill: the codebook's byte planes (once per call), then rows decoded in
- * the permuted order of cn_cq_vbmi_permute_x (k0, k1 multiples of 128). */
-void cn_cq_vbmi_planes(const float *cb, int bits, uint8_t planes[6][256]);
+ * the permuted order of cn_cq_vbmi_permute_x (k0, k1 multiples of 64 * d). */
+void cn_cq_vbmi_planes(const float *cb, int bits, int d, uint8_t planes[6][256]);
 void cn_cq_vbmi_decode(const uint8_t planes[6][256], const uint8_t *row, const uint16_t *sc, int64_t group,
-                       int bits, int64_t k0, int64_t k1, float *out);
+                       int bits, int d, int64_t k0, int64_t k1, float *out);
 
 /* x' = H(x * signs) per block of each of the M rows (cq.c). */
 void cn_cq_rotate(const float *x, int64_t M, int64_t K, const float *signs, int64_t block, float *out);
@@ -210,12 +211,59 @@ typedef struct {
     int64_t stride;
     const uint16_t *scales;
     int64_t K, group, nch;
-    int bits, d; /* bits per code, components per codebook vector (2 or 4) */
+    int bits, d; /* bits per code, components per codebook vector (see cn_cq_i8_codes) */
     const int8_t *cbq; /* [d][1 << bits] */
     const float *bias;
     float *y;
 } cn_cq_i8_args;
-int cn_cq_i8_avx512_usable(int bits);
+/* The layouts the int8-activation decode runs: 8- and 6-bit codes of 2- and
+ * 4-vectors (CQ4, CQ3, CQ2) and 6- and 5-bit codes of scalars (the cq6 / cq5
+ * output heads), with groups of whole 4-code runs (and whole bytes of 5-bit
+ * codes: runs of eight). */
+CN_INLINE int cn_cq_i8_codes(int bits, int d) {
+    return ((bits == 8 || bits == 6) && (d == 2 || d == 4)) || ((bits == 6 || bits == 5) && d == 1);
+}
+CN_INLINE int cn_cq_i8_layout(int bits, int d, int64_t group, int64_t K) {
+    const int64_t run = bits == 5 ? 8 : 4 * d;
+    return cn_cq_i8_codes(bits, d) && group >= run && group % run == 0 && K % group == 0;
+}
+int cn_cq_i8_avx512_usable(int bits, int d);
+
+/* 16 codes (count of them, a multiple of 4, of 8 for 5-bit codes; the rest
+ * read as 0) as bytes.  6-bit codes: each 3-byte group goes to a 32-bit lane,
+ * and its four fields are shifted into the lane's four bytes; 5-bit codes the
+ * same with 5-byte groups of eight in 64-bit lanes. */
+CN_INLINE uint8x16_t cn_cq_codes16(const uint8_t *row, int64_t v, int64_t count, const int bits) {
+    uint8_t buf[16] = {0};
+    if (bits == 8) {
+        if (count == 16) return vld1q_u8(row + v);
+        memcpy(buf, row + v, (size_t)count);
+        return vld1q_u8(buf);
+    }
+    if (bits == 5) {
+        memcpy(buf, row + 5 * (v / 8), (size_t)(5 * count / 8));
+        static const uint8_t spread5[16] = {0, 1, 2, 3, 4, 255, 255, 255, 5, 6, 7, 8, 9, 255, 255, 255};
+        const uint64x2_t w = vreinterpretq_u64_u8(vqtbl1q_u8(vld1q_u8(buf), vld1q_u8(spread5)));
+        uint64x2_t r = vandq_u64(w, vdupq_n_u64(31)); /* field j (bit 5j) moves to bit 8j */
+        r = vorrq_u64(r, vandq_u64(vshlq_n_u64(w, 3), vdupq_n_u64(31ull << 8)));
+        r = vorrq_u64(r, vandq_u64(vshlq_n_u64(w, 6), vdupq_n_u64(31ull << 16)));
+        r = vorrq_u64(r, vandq_u64(vshlq_n_u64(w, 9), vdupq_n_u64(31ull << 24)));
+        r = vorrq_u64(r, vandq_u64(vshlq_n_u64(w, 12), vdupq_n_u64(31ull << 32)));
+        r = vorrq_u64(r, vandq_u64(vshlq_n_u64(w, 15), vdupq_n_u64(31ull << 40)));
+        r = vorrq_u64(r, vandq_u64(vshlq_n_u64(w, 18), vdupq_n_u64(31ull << 48)));
+        r = vorrq_u64(r, vandq_u64(vshlq_n_u64(w, 21), vdupq_n_u64(31ull << 56)));
+        return vreinterpretq_u8_u64(r);
+    }
+    memcpy(buf, row + 3 * (v / 4), (size_t)(3 * count / 4)); /* never reads past the row */
+    static const uint8_t spread[16] = {0, 1, 2, 255, 3, 4, 5, 255, 6, 7, 8, 255, 9, 10, 11, 255};
+    const uint32x4_t w = vreinterpretq_u32_u8(vqtbl1q_u8(vld1q_u8(buf), vld1q_u8(spread)));
+    uint32x4_t r = vandq_u32(w, vdupq_n_u32(63));
+    r = vorrq_u32(r, vandq_u32(vshlq_n_u32(w, 2), vdupq_n_u32(0x3f00)));
+    r = vorrq_u32(r, vandq_u32(vshlq_n_u32(w, 4), vdupq_n_u32(0x3f0000)));
+    r = vorrq_u32(r, vandq_u32(vshlq_n_u32(w, 6), vdupq_n_u32(0x3f000000)));
+    return vreinterpretq_u8_u32(r);
+}
+
 /* One-row decode of n <= CN_MULTI_MAX weights (all with cb_q8) into y, as
  * cn_cq_linear_multi lays it out, in one parallel region (cq_i8.c). */
 #define CN_MULTI_MAX 8
