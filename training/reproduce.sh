@@ -14,28 +14,20 @@ out=$(realpath -m "${1:?usage: training/reproduce.sh OUTDIR}")
 repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 mkdir -p "$out"
 
-stage() {  # stage N COMMIT [training.train flags]
-    local n=$1 commit=$2 tree="$out/src-$2"
-    shift 2
+step() {  # step N COMMIT MODULE [flags]: python -m MODULE --out OUT/N with the code of COMMIT
+    local n=$1 commit=$2 module=$3 tree="$out/src-$2"
+    shift 3
     if [ -d "$out/$n/model" ]; then
         echo "stage $n: $out/$n/model exists, skipped"
         return
     fi
     [ -d "$tree" ] || git -C "$repo" worktree add --detach "$tree" "$commit" > /dev/null
-    echo "stage $n: training code of $commit"
-    (cd "$tree" && python -m training.train --out "$out/$n" "$@")
+    echo "stage $n: $module with the code of $commit"
+    (cd "$tree" && python -m "$module" --out "$out/$n" "$@")
 }
-
-transplant() {  # transplant N COMMIT FROM: FROM's layers on a bare tokenizer (training.transplant)
-    local n=$1 commit=$2 from=$3 tree="$out/src-$2"
-    if [ -d "$out/$n/model" ]; then
-        echo "stage $n: $out/$n/model exists, skipped"
-        return
-    fi
-    [ -d "$tree" ] || git -C "$repo" worktree add --detach "$tree" "$commit" > /dev/null
-    echo "stage $n: transplant of $from with the code of $commit"
-    (cd "$tree" && python -m training.transplant --init "$from" --out "$out/$n" --seed 9 --style bare)
-}
+stage() { step "$1" "$2" training.train "${@:3}"; }  # stage N COMMIT [training.train flags]
+# transplant N COMMIT FROM: FROM's layers on a bare tokenizer (training.transplant)
+transplant() { step "$1" "$2" training.transplant --init "$3" --seed 9 --style bare; }
 
 stage 1 c45ceb6 --seed 0 --steps 3200 --no-copy-drill
 stage 2 c45ceb6 --seed 1 --init "$out/1/model" --steps 2000 --lr 1e-3 --warmup 50 --n-train 60000 \

@@ -39,7 +39,7 @@ def source_rows(new_tok, old_tok) -> list[list[int]]:
     rows = []
     for i in range(new_tok.get_vocab_size()):
         piece = new_tok.id_to_token(i)
-        if piece in added or piece in old_vocab and token_bytes(piece) is None:
+        if piece in added or (piece in old_vocab and token_bytes(piece) is None):
             rows.append([old_vocab[piece]] if piece in old_vocab else [])
             continue
         spaced = "Ġ" + piece

@@ -36,8 +36,8 @@ DEFAULT_LENGTH = 128
 #: Feedback damping (times mean diag H) for Hessians of that many tokens: 0.03
 #: gave the lowest KL there; 0.1 and 0.3 suit fewer tokens (docs/quantization.md).
 SELF_DAMP = 0.03
-#: Sequential calibration (each tensor's Hessian through the tensors quantized before
-#: it) is ``cactus convert``'s default: measured in docs/quantization.md.
+#: Whether ``cactus convert`` calibrates sequentially (each tensor's Hessian through
+#: the tensors quantized before it): off, it measured worse (docs/quantization.md).
 SEQUENTIAL = False
 #: Tokens of a chat's self-written user turn.
 USER_TOKENS = 48
