@@ -1,5 +1,7 @@
 #!/bin/bash
-# Several GPU stages side by side, one per GPU, as run on the lent multi-GPU H200s:
+# Several GPU stages side by side, one per GPU, as run on the lent H200s (with fewer GPUs
+# than specs they share GPUs round-robin; the default model is small enough that two
+# stages on one H200 each keep most of their step rate):
 #   training/device_sweep.sh OUTDIR KEEP 'NAME INIT SEED BUDGET_S LR [flags]' ...
 # Each quoted spec runs training/device_stage.sh on its own GPU (the first one also
 # scores $BASELINE when set). Afterwards the KEEP variants with the most exact answers
@@ -8,12 +10,14 @@
 set -uo pipefail
 outdir=$1; keep=$2; shift 2
 gpu=0
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || true
+[ "${ngpu:-0}" -ge 1 ] || ngpu=1
 for spec in "$@"; do
     read -r name init seed budget lr flags <<< "$spec"
     mkdir -p "$outdir/$name"
     base=""; [ $gpu -eq 0 ] && base=${BASELINE:-}
     # shellcheck disable=SC2086
-    CUDA_VISIBLE_DEVICES=$gpu BASELINE=$base bash training/device_stage.sh "$outdir/$name" "$init" "$seed" \
+    CUDA_VISIBLE_DEVICES=$((gpu % ngpu)) BASELINE=$base bash training/device_stage.sh "$outdir/$name" "$init" "$seed" \
         "$budget" "$lr" $flags > "$outdir/$name/stage.log" 2>&1 &
     gpu=$((gpu + 1))
 done
