@@ -176,3 +176,138 @@ def test_validation_and_test_use_only_held_out_material(tmp_path, monkeypatch):
     for split in ("val", "test"):
         assert (tmp_path / "a" / f"{split}.jsonl").read_text() == (tmp_path / "b" / f"{split}.jsonl").read_text()
     assert (tmp_path / "a" / "train.jsonl").read_text() != (tmp_path / "b" / "train.jsonl").read_text()
+
+
+# --- span-boundary and negation material (train_patterns.BOUNDARY / NEGATION, train_entities) ---
+
+from training.train_entities import STRESS, STRESS_ITEMS  # noqa: E402
+from training.train_patterns import BOUNDARY, NEGATION  # noqa: E402
+
+_NEW = {tool: BOUNDARY.get(tool, []) + NEGATION.get(tool, []) for tool in TOOLS}
+# Arguments copied from the request word for word (the rest are converted: times, days, units).
+_COPIED = {"label", "text", "message", "recipient", "contact", "title", "location", "song", "artist", "playlist",
+           "room", "query", "content", "destination", "topic", "door", "target_language"}
+_FILLER = {"please", "thanks", "um", "uh", "so", "okay", "ok", "just", "kindly", "pls", "cheers", "now", "asap",
+           "like", "well", "hey"}
+
+
+def _normalised(surface: str) -> str:
+    words = re.sub(r"[^\w{}' ]", " ", surface.lower()).split()
+    return " ".join(w for w in words if w not in _FILLER)
+
+
+def test_every_tool_gets_ten_new_structures_unlike_any_held_out_one():
+    """Fillers, punctuation and quotes do not make a new structure: with them stripped, no
+    surface of a new pattern equals a validation or test surface."""
+    held = set()
+    for tool in TOOLS:
+        assert len(_NEW[tool]) >= 10, tool
+        for i, p in enumerate(intents.TEMPLATES[tool]):
+            if intents.SPLIT_OF_INDEX[i % 6] != "train":
+                held.update(_normalised(x) for x in phrasing.expand(_text(p)))
+    for tool, pats in _NEW.items():
+        for p in pats:
+            assert all(x in TRAIN_ONLY[tool] for x in pats)
+            same = {_normalised(x) for x in phrasing.expand(_text(p))} & held
+            assert not same, (tool, p, sorted(same)[:3])
+
+
+def _fills(tool: str, pattern, lists: dict, rng: random.Random, monkeypatch, n: int):
+    monkeypatch.setattr(intents, "templates_for", lambda intent, split: [pattern])
+    return [intents.fill(tool, rng, lists, "train") for _ in range(n)]
+
+
+@pytest.mark.parametrize("stress", [0.0, 1.0])
+def test_new_structures_copy_whole_values_verbatim(stress, monkeypatch):
+    """Every copied argument of a new structure is in the request as a whole span: nothing
+    cut at an edge, no neighbouring word ("tomorrow", "please", "then") inside it."""
+    lists = split_lists()["train"] | {"languages": ["French", "Spanish"], "_stress": stress}
+    rng = random.Random(11)
+    checked = 0
+    for tool, pats in _NEW.items():
+        for p in pats:
+            for text, args in _fills(tool, p, lists, rng, monkeypatch, 6):
+                assert "{" not in text and "<" not in text and "(" not in text and "[" not in text, (p, text)
+                values = [v for k, v in args.items() if k in _COPIED] + args.get("items", [])
+                for v in values:
+                    assert re.search(rf"(?<![\w']){re.escape(str(v))}(?!\w)", text), (tool, v, text)
+                    checked += 1
+    assert checked > 1000
+
+
+# Hand-labelled sentences (written apart from the patterns): the new pattern that says
+# each must carry this value. Negative words point both ways here.
+_NEGATION_CASES = {
+    "set_do_not_disturb": ("enabled", [
+        ("I don't want any calls until lunch", True), ("nobody should interrupt me until five", True),
+        ("don't turn off dnd yet", True), ("no calls until I say so", True),
+        ("I can't be interrupted right now", True), ("keep focus mode on until the morning", True),
+        ("we no longer need do not disturb", False), ("turn dnd back off", False),
+        ("stop silencing my phone", False), ("silent mode isn't needed anymore", False),
+        ("I don't want dnd on anymore", False), ("take my phone out of silent mode", False)]),
+    "set_lights": ("state", [
+        ("don't leave the {room} in the dark", "on"), ("I don't want the {room} lights off", "on"),
+        ("it's not bright enough in the {room}", "on"), ("keep the {room} lights on tonight", "on"),
+        ("I don't need any light in the {room} anymore", "off"), ("the {room} can go dark now", "off"),
+        ("we don't want the {room} lights on", "off"), ("keep the {room} lights off for now", "off")]),
+    "lock_door": ("locked", [
+        ("don't let anyone in through the {door}", True), ("never leave the {door} unbolted", True),
+        ("we don't want the {door} unlocked overnight", True), ("the {door} should not be left open", True),
+        ("no need to keep the {door} locked", False), ("the {door} doesn't need to be locked anymore", False),
+        ("I don't want the {door} locked for the party", False), ("don't keep the {door} bolted", False)]),
+}
+
+
+def test_negation_phrasings_carry_the_intended_boolean(monkeypatch):
+    for tool, (arg, cases) in _NEGATION_CASES.items():
+        surfaces = {}
+        for p in NEGATION[tool]:
+            for s in phrasing.expand(p[0]):
+                surfaces[s.lower()] = p[1][arg]
+        for sentence, want in cases:
+            assert surfaces.get(sentence.lower()) == want, (tool, sentence, surfaces.get(sentence.lower()))
+        # both directions are taught with a negative word, so "not" alone never decides
+        negative = re.compile(r"\b(don't|do not|not|no|never|nobody|no one|can't|cannot|isn't|shouldn't|doesn't|"
+                              r"no longer|stop)\b")
+        values = {p[1][arg] for p in NEGATION[tool] if negative.search(p[0])}
+        assert len(values) == 2, (tool, values)
+        lists = split_lists()["train"] | {"languages": ["French"]}
+        for p in NEGATION[tool]:
+            for _, args in _fills(tool, p, lists, random.Random(3), monkeypatch, 3):
+                assert args[arg] == p[1][arg], (p, args)
+
+
+def test_stress_entities_stay_out_of_validation_and_test(tmp_path):
+    lists = split_lists()
+    held = {x.lower() for s in ("val", "test") for k, v in lists[s].items() if k != "out_of_scope" for x in v}
+    held_names = {x for s in ("val", "test") for k in ("first_names", "surnames", "cities", "streets")
+                  for x in lists[s][k]} - {x for k in ("first_names", "surnames", "cities", "streets")
+                                           for x in lists["train"][k]}
+    stress = [v for pool in STRESS.values() for v in pool] + STRESS_ITEMS
+    for v in stress:
+        assert v.lower() not in held, v
+        assert not set(re.findall(r"[A-Z][a-z]+", v)) & held_names, v  # no held-out name inside either
+    on, off = tmp_path / "on", tmp_path / "off"
+    datagen.generate(on, seed=0, n_train=400, n_val=200)
+    datagen.generate(off, seed=0, n_train=400, n_val=200, stress=0.0)
+    for split in ("val", "test"):
+        assert (on / f"{split}.jsonl").read_text() == (off / f"{split}.jsonl").read_text()
+    stress_set = set(stress)
+
+    def stress_args(path: Path) -> tuple[int, int]:
+        hits = total = 0
+        for c in map(json.loads, open(path)):
+            for m in c["messages"]:
+                for tc in m.get("tool_calls") or []:
+                    for k, v in tc["function"]["arguments"].items():
+                        for x in (v if isinstance(v, list) else [v]):
+                            if k in _COPIED | {"items"} and isinstance(x, str):
+                                total += 1
+                                hits += x in stress_set
+        return hits, total
+
+    for split in ("val", "test"):
+        assert stress_args(on / f"{split}.jsonl")[0] == 0, split
+    hits, total = stress_args(on / "train.jsonl")
+    assert 0.1 < hits / total < 0.35, (hits, total)  # mixed in, the ordinary values stay dominant
+    assert stress_args(off / "train.jsonl")[0] == 0

@@ -21,6 +21,7 @@ from .phrasing import realize
 from .lexicon import LANGUAGES, legacy_oos_draws, split_lists
 from .replies import REFUSAL_OOS, chat_turn, refusal_missing, tool_result
 from .tools import TOOLS, canonical
+from .train_entities import STRESS_SHARE
 
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are a voice assistant on a phone. Keep answers short.",
                   "You are Cactus, an on-device assistant.", "You help the user with their phone and smart home."]
@@ -70,11 +71,17 @@ def _filler(rng: random.Random, options: list[str], split: str) -> str:
     return realize(pattern, rng, strip=False)
 
 
+#: Openers that a polite prefix turns ungrammatical ("could you don't ..."); training only,
+#: so that the published validation and test sentences stay as they are.
+_NO_PREFIX = {"don't", "do", "dont", "nobody", "no", "never", "not", "so", "um", "uh", "okay", "ok", "well"}
+
+
 def style(core: str, rng: random.Random, split: str, polite: bool = True) -> str:
     """Dress a request: optional prefix/suffix (split-specific), casing, end punctuation."""
     text = core
     first = core.split(" ", 1)[0].lower().strip(",:")
-    if polite and rng.random() < 0.35 and first not in QUESTION_WORDS:
+    if polite and rng.random() < 0.35 and first not in QUESTION_WORDS \
+            and not (split == "train" and first in _NO_PREFIX):
         text = _filler(rng, PREFIXES, split) + text
     if polite and rng.random() < 0.3:
         text += _filler(rng, SUFFIXES, split)
@@ -199,13 +206,16 @@ EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 
 
 def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6, front: float = 0.0,
              noise: float = 0.0, mix: tuple | None = None, turns: tuple | None = None,
-             token_words: list[str] | None = None, phrase: float = 0.0, context: float = 0.0) -> dict:
+             token_words: list[str] | None = None, phrase: float = 0.0, context: float = 0.0,
+             stress: float = STRESS_SHARE) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
     from them); test data never uses invented values. front, noise, phrase, context, mix
     (category shares, see MIX) and turns (shares of 1-3 exchanges, see TURNS) change the
-    training split only, so validation and test stay the published sentences.
+    training split only, so validation and test stay the published sentences. stress: share
+    of slot draws swapped for a boundary-stress value (train_entities.py), training only; on
+    by default, as the train-only patterns are.
     """
     out.mkdir(parents=True, exist_ok=True)
     lists = split_lists()
@@ -221,6 +231,7 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         lists[s]["_noise"] = noise if s == "train" else 0.0  # word-noise drill: training only
         lists[s]["_phrase"] = phrase if s == "train" else 0.0  # function words inside invented values
         lists[s]["_context"] = context if s == "train" else 0.0  # a clause before the request
+        lists[s]["_stress"] = stress if s == "train" else 0.0  # boundary-stress values (train_entities.py)
         lists[s]["_mix"] = mix if s == "train" else None
         lists[s]["_turns"] = turns if s == "train" else None
         lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"
@@ -257,8 +268,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--train", type=int, default=120_000)
     ap.add_argument("--val", type=int, default=2_000)
+    ap.add_argument("--stress", type=float, default=STRESS_SHARE,
+                    help="share of training slot draws given a boundary-stress value (0 turns it off)")
     a = ap.parse_args()
-    print(json.dumps(generate(a.out, a.seed, a.train, a.val), indent=1))
+    print(json.dumps(generate(a.out, a.seed, a.train, a.val, stress=a.stress), indent=1))
 
 
 if __name__ == "__main__":

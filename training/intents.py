@@ -13,6 +13,7 @@ import string
 from . import surfaces as S
 from .phrasing import front_adjunct, realize
 from .templates import PATTERNS
+from .train_entities import stress_values
 from .train_patterns import TRAIN_ONLY
 
 T = str | tuple[str, dict]
@@ -195,7 +196,7 @@ def slot_values(rng: random.Random, L: dict) -> dict[str, tuple[str, dict]]:
     if rng.random() < 0.2:
         title = f"lunch with {rng.choice(L['first_names'])}"
     artist = _artist(rng, L)
-    return {
+    vals = {
         "time": (time_s, {"time": time_v}), "day": (day_s, {"day": day_v}), "dur": (dur_s, dur_v),
         "label": (rng.choice(L["event_titles"] if rng.random() < 0.5 else L["items"]), {}),
         "task": (rng.choice(L["reminders"]), {}), "who": (who_s, {}), "msg": (rng.choice(L["messages"]), {}),
@@ -211,6 +212,9 @@ def slot_values(rng: random.Random, L: dict) -> dict[str, tuple[str, dict]]:
         "door": (rng.choice(L["doors"]), {"door": None}),
         "_who_v": (who_v, {}),
     }
+    if L.get("_stress"):  # training split only (datagen): no extra draws for val / test
+        vals = stress_values(vals, rng, L["_stress"])
+    return vals
 
 
 # Per intent, which argument a slot fills when slot_values left it open (None / {}).
