@@ -98,6 +98,7 @@ def main() -> int:
     conf = probe.confidence(x[:, probe.layer])
     results = {
         "model": os.path.basename(os.path.normpath(args.model)), "val_examples": len(val),
+        "val_accuracy": report.get("accuracy"),  # the model's own exact rate on validation (for choosing models)
         "test_examples": len(test), "test_accuracy": float(y.mean()),
         "probe_auroc": auroc(conf, y), "entropy_auroc": auroc(ent, y), "layer": probe.layer,
         "threshold": report["threshold"], "handoff_rate_at_threshold": float((conf < report["threshold"]).mean()),
