@@ -14,6 +14,7 @@ Shapes follow mlx-lm: ``x`` is ``(B, L, D)``; attention heads are
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -42,6 +43,7 @@ OPS: tuple[str, ...] = (
 #: each part dispatched as usual, so every backend works unchanged.
 FUSED_OPS: dict[str, str] = {
     "multi_linear": "linear", "gated_linear": "linear", "rope_qk": "rope", "cached_attention": "attention",
+    "decoder_block": "linear",
 }
 
 #: Activation names understood by ``activation`` and ``gated_activation``.
@@ -63,6 +65,49 @@ def weight_format(w: Any) -> str:
     if name is None:
         name = _DTYPE_NAMES[dt] = np.dtype(dt).name
     return name
+
+
+@dataclass(eq=False)
+class DecoderBlock:
+    """The parameters of one pre-norm decoder block with grouped-query attention and a
+    gated MLP (Llama, Mistral, Qwen3), for the fused :meth:`Backend.decoder_block`.
+
+    Made once per layer at load; backends may key prepared state on the object
+    (it compares by identity).  ``qkv`` / ``qkv_bias`` as :meth:`Backend.multi_linear`
+    takes them; ``q_norm`` / ``k_norm`` are QK-norm weights or None.
+    """
+
+    attn_norm: np.ndarray
+    mlp_norm: np.ndarray
+    eps: float
+    qkv: tuple
+    qkv_bias: Optional[tuple]
+    q_norm: Optional[np.ndarray]
+    k_norm: Optional[np.ndarray]
+    inv_freq: np.ndarray
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    scale: float
+    sliding_window: Optional[int]
+    o_proj: Any
+    o_bias: Optional[np.ndarray]
+    gate: Any
+    up: Any
+    down: Any
+    gate_bias: Optional[np.ndarray]
+    up_bias: Optional[np.ndarray]
+    down_bias: Optional[np.ndarray]
+    act: str
+
+    def __post_init__(self):
+        fmts = {weight_format(w) for w in self.weights()}
+        #: the weights' common format, None when they mix formats (dispatch asks per token)
+        self.format: Optional[str] = fmts.pop() if len(fmts) == 1 else None
+
+    def weights(self) -> tuple:
+        """The seven projection weights: q, k, v, o, gate, up, down."""
+        return (*self.qkv, self.o_proj, self.gate, self.up, self.down)
 
 
 class Backend:
@@ -237,6 +282,29 @@ class Backend:
         return self.attention(q, keys, values, scale=scale, q_offset=offset, sliding_window=sliding_window,
                               softcap=softcap)
 
+    def decoder_block(
+        self, x: np.ndarray, block: DecoderBlock, cache_k: np.ndarray, cache_v: np.ndarray, offset: int,
+    ) -> np.ndarray:
+        """One whole decoder block on x ``(B, L, D)`` at positions ``[offset, offset + L)``:
+        ``h = x + o_proj(attention(rope_qk(q, k), v))`` with q/k/v of ``rms_norm(x)``, then
+        ``h + down(act(gate(rms_norm(h))) * up(rms_norm(h)))``; the new keys and values go
+        to the layer's cache as in :meth:`cached_attention`.  Returns the block's output."""
+        B, L, D = x.shape
+        H, Hkv, d = block.n_heads, block.n_kv_heads, block.head_dim
+        q, k, v = self.multi_linear(x, block.qkv, block.qkv_bias, (block.attn_norm, block.eps))
+        q = q.reshape(B, L, H, d).transpose(0, 2, 1, 3)
+        k = k.reshape(B, L, Hkv, d).transpose(0, 2, 1, 3)
+        v = v.reshape(B, L, Hkv, d).transpose(0, 2, 1, 3)
+        positions = np.arange(offset, offset + L)
+        q, k = self.rope_qk(q, k, positions, block.inv_freq, block.q_norm, block.k_norm, block.eps)
+        out = self.cached_attention(q, k, v, cache_k, cache_v, offset, scale=block.scale,
+                                    sliding_window=block.sliding_window)
+        out = out.transpose(0, 2, 1, 3).reshape(B, L, H * d)
+        h = x + self.linear(out, block.o_proj, block.o_bias)
+        g = self.gated_linear(h, block.gate, block.up, block.act, block.gate_bias, block.up_bias,
+                              (block.mlp_norm, block.eps))
+        return h + self.linear(g, block.down, block.down_bias)
+
 
 class Ops:
     """Dispatches each op to the first backend, by priority, that supports it.
@@ -314,6 +382,12 @@ class Ops:
         if self._compose_linear or weight_format(up) != fmt:
             return Backend.gated_linear(self, x, gate, up, kind, gate_bias, up_bias, norm)
         return self.resolve("gated_linear", fmt)(x, gate, up, kind, gate_bias, up_bias, norm)
+
+    def decoder_block(self, x, block, cache_k, cache_v, offset):
+        fmt = block.format
+        if self._compose_linear or fmt is None:
+            return Backend.decoder_block(self, x, block, cache_k, cache_v, offset)
+        return self.resolve("decoder_block", fmt)(x, block, cache_k, cache_v, offset)
 
     def __getattr__(self, op: str):
         if op in OPS or op in FUSED_OPS:

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..graph import Ops
+from ..graph import DecoderBlock, Ops
 from ..weights import Weights
 from .base import CausalLM, Scope, args_from_config, norm_weight, rope_inv_freq, rope_parameters
 
@@ -59,29 +59,6 @@ class Attention:
         self.q_norm = self.k_norm = None  # QK-norm weights (Qwen3 sets them)
         self.eps = args.rms_norm_eps
 
-    def project(self, ops: Ops, x: np.ndarray, norm=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Queries, keys and values as ``(B, heads, L, head_dim)``, before RoPE, of x
-        normed by ``norm`` (rms_norm's arguments) in the same call."""
-        B, L, D = x.shape
-        q, k, v = ops.multi_linear(x, self.qkv_proj, self.qkv_bias, norm)  # one call: they share x
-        q = q.reshape(B, L, self.n_heads, self.head_dim)
-        k = k.reshape(B, L, self.n_kv_heads, self.head_dim)
-        v = v.reshape(B, L, self.n_kv_heads, self.head_dim)
-        return q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
-
-    def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int, norm=None) -> np.ndarray:
-        B, L, D = x.shape
-        q, k, v = self.project(ops, x, norm)
-        offset = cache.offset
-        positions = np.arange(offset, offset + L)
-        q, k = ops.rope_qk(q, k, positions, self.inv_freq, self.q_norm, self.k_norm, self.eps)
-        keys, values = cache.layer(layer, L)  # the whole preallocated (B, Hkv, max_len, d)
-        out = ops.cached_attention(
-            q, k, v, keys, values, offset, scale=self.scale, sliding_window=self.sliding_window
-        )
-        out = out.transpose(0, 2, 1, 3).reshape(B, L, self.n_heads * self.head_dim)
-        return ops.linear(out, self.o_proj, self.o_bias)
-
 
 class MLP:
     def __init__(self, args: ModelArgs, w: Scope):
@@ -95,10 +72,6 @@ class MLP:
         self.up_bias = norm_weight(w("up_proj.bias", (F,))) if bias else None
         self.down_bias = norm_weight(w("down_proj.bias", (D,))) if bias else None
 
-    def __call__(self, ops: Ops, x: np.ndarray, norm=None) -> np.ndarray:
-        h = ops.gated_linear(x, self.gate_proj, self.up_proj, self.act, self.gate_bias, self.up_bias, norm)
-        return ops.linear(h, self.down_proj, self.down_bias)
-
 
 class TransformerBlock:
     attention_class = Attention
@@ -110,11 +83,19 @@ class TransformerBlock:
         self.mlp = MLP(args, w.sub("mlp."))
         self.input_layernorm = norm_weight(w("input_layernorm.weight", (D,)))
         self.post_attention_layernorm = norm_weight(w("post_attention_layernorm.weight", (D,)))
+        a, m = self.self_attn, self.mlp
+        # The whole block is one op: a backend may run it in one call (cpu_neon does for
+        # one-token decode); the others compose it from multi_linear, rope_qk, ... (graph.py).
+        self.spec = DecoderBlock(
+            attn_norm=self.input_layernorm, mlp_norm=self.post_attention_layernorm, eps=self.eps,
+            qkv=a.qkv_proj, qkv_bias=a.qkv_bias, q_norm=a.q_norm, k_norm=a.k_norm, inv_freq=a.inv_freq,
+            n_heads=a.n_heads, n_kv_heads=a.n_kv_heads, head_dim=a.head_dim, scale=a.scale,
+            sliding_window=a.sliding_window, o_proj=a.o_proj, o_bias=a.o_bias, gate=m.gate_proj, up=m.up_proj,
+            down=m.down_proj, gate_bias=m.gate_bias, up_bias=m.up_bias, down_bias=m.down_bias, act=m.act)
 
     def __call__(self, ops: Ops, x: np.ndarray, cache, layer: int) -> np.ndarray:
-        # Each pre-norm runs inside the first projections that read it (q/k/v, gate/up).
-        h = x + self.self_attn(ops, x, cache, layer, norm=(self.input_layernorm, self.eps))
-        return h + self.mlp(ops, h, norm=(self.post_attention_layernorm, self.eps))
+        keys, values = cache.layer(layer, x.shape[1])  # the whole preallocated (B, Hkv, max_len, d)
+        return ops.decoder_block(x, self.spec, keys, values, cache.offset)
 
 
 class Model(CausalLM):

@@ -648,6 +648,95 @@ static void test_cached_attention(int64_t d) {
     free(q); free(k); free(v); free(o); free(o2); free(ck); free(cv);
 }
 
+/* cn_decoder_block against the chain of separate calls it replaces (each checked
+ * against a scalar reference above): the same kernels in the same order, so the
+ * output and the K/V stored in the cache must be the same bits.  kind 0: CQ4
+ * weights (i8: int8-activation decode), kind 1: float16 weights. */
+static void test_block(int kind, int i8, int qk, int kvtype) {
+    enum { D = 256, F = 384, Hq = 4, Hkv = 2, hd = 64, max_len = 16, off = 5 };
+    const int64_t Ns[7] = {Hq * hd, Hkv * hd, Hkv * hd, D, F, F, D}, Ks[7] = {D, D, D, Hq * hd, D, D, F};
+    const int bits = 8, d = 2;
+    const int64_t group = 64, rot = 64, E = 1 << bits;
+    cn_block b;
+    memset(&b, 0, sizeof b);
+    b.kind = kind, b.act = 0, b.D = D, b.F = F, b.Hq = Hq, b.Hkv = Hkv, b.d = hd, b.half = hd / 2, b.window = -1;
+    b.eps = 1e-6f, b.scale = 0.125f;
+    float *an = fill(D, 1), *mn = fill(D, 1), *qn = fill(hd, 1), *kn = fill(hd, 1), *inv = fill(hd / 2, 0);
+    for (int i = 0; i < hd / 2; i++) inv[i] = (float)pow(10000.0, -2.0 * i / hd);
+    b.attn_norm = an, b.mlp_norm = mn, b.q_norm = qk ? qn : NULL, b.k_norm = qk ? kn : NULL, b.inv_freq = inv;
+    float *signs[2] = {fill(D, 1), fill(F, 1)}; /* one sign vector per input size: one seed */
+    for (int j = 0; j < 2; j++)
+        for (int64_t k = 0; k < (j ? F : D); k++) signs[j][k] = signs[j][k] < 0 ? -1.0f : 1.0f;
+    for (int i = 0; i < 7; i++) {
+        const int64_t N = Ns[i], K = Ks[i], stride = K / d;
+        if (kind == 1) {
+            uint16_t *h = malloc(2 * (size_t)(N * K));
+            for (int64_t j = 0; j < N * K; j++) h[j] = to_half(frand() * 0.1f);
+            b.fw[i] = (cn_float_weight){h, 1, N, i == 6 ? mn : NULL}; /* any D floats make a bias */
+            continue;
+        }
+        uint8_t *codes = malloc((size_t)(N * stride));
+        uint16_t *scales = malloc(2 * (size_t)(N * K / group));
+        float *cb = fill(d * E, 1), amax = 0;
+        int8_t *cbq = malloc((size_t)(d * E));
+        for (int64_t j = 0; j < N * stride; j++) codes[j] = (uint8_t)(frand() * 128 + 128);
+        for (int64_t j = 0; j < N * K / group; j++) scales[j] = to_half(0.05f + 0.02f * frand());
+        for (int64_t j = 0; j < d * E; j++) cb[j] = (float)half_ref(to_half(cb[j])), amax = fmaxf(amax, fabsf(cb[j]));
+        for (int64_t c = 0; c < E; c++)
+            for (int e = 0; e < d; e++) cbq[e * E + c] = (int8_t)lrintf(cb[d * c + e] / (amax / 127.0f));
+        b.cq[i] = (cn_cq_weight){codes, stride, bits, d, scales, group, cb, i8 ? cbq : NULL, amax / 127.0f,
+                                 signs[K == F], rot, N, i == 6 ? mn : NULL};
+    }
+    const size_t es = kvtype ? 2 : 4, cache = (size_t)(Hkv * max_len * hd) * es;
+    char *ck = calloc(cache, 1), *cv = calloc(cache, 1), *ck2 = malloc(cache), *cv2 = malloc(cache);
+    for (int64_t j = 0; j < Hkv * max_len * hd; j++) { /* earlier positions (and later: never read) */
+        const uint16_t hk = to_half(frand()), hv = to_half(frand());
+        if (kvtype) {
+            ((uint16_t *)(void *)ck)[j] = hk, ((uint16_t *)(void *)cv)[j] = hv;
+        } else {
+            ((float *)(void *)ck)[j] = (float)half_ref(hk), ((float *)(void *)cv)[j] = (float)half_ref(hv);
+        }
+    }
+    memcpy(ck2, ck, cache), memcpy(cv2, cv, cache);
+    float *x = fill(D, 1), *out = fill(D, 0), *want = fill(D, 0);
+    float *qkv = fill(Hq * hd + 2 * Hkv * hd, 0), *qr = fill(Hq * hd, 0), *kr = fill(Hkv * hd, 0);
+    float *att = fill(Hq * hd, 0), *proj = fill(D, 0), *g = fill(F, 0);
+    int rc = cn_decoder_block(&b, x, out, ck, cv, kvtype, max_len, off);
+    /* the chain, as the Python ops run it */
+    const double pos = off;
+    int rc2 = kind ? cn_linear_multi(x, 1, D, 3, b.fw, qkv, an, b.eps, 0, -1)
+                   : cn_cq_linear_multi(x, 1, D, 3, b.cq, qkv, an, b.eps, 0, 0, 1, -1);
+    rc2 |= cn_rope_qk(qkv, qkv + Hq * hd, qr, kr, Hq, Hkv, 1, hd, &pos, inv, hd / 2, b.q_norm, b.k_norm, b.eps, 0);
+    rc2 |= cn_cached_attention(qr, kr, qkv + (Hq + Hkv) * hd, ck2, cv2, kvtype, att, 1, Hq, Hkv, 1, hd, max_len, off,
+                               b.scale, -1, 0, 0);
+    for (int step = 0; step < 2; step++) {
+        const int i = step ? 6 : 3;
+        const float *in = step ? g : att;
+        const cn_cq_weight *w = &b.cq[i];
+        if (kind) cn_linear(in, 1, Ks[i], b.fw[i].w, 1, Ns[i], b.fw[i].bias, proj);
+        else if (i8) rc2 |= cn_cq_linear_i8(in, 1, Ks[i], w->codes, w->stride, bits, d, w->scales, group, w->cb_q8,
+                                           w->cb_scale, w->signs, rot, Ns[i], w->bias, proj);
+        else rc2 |= cn_cq_linear(in, 1, Ks[i], w->codes, w->stride, bits, d, w->scales, group, w->codebook, w->signs,
+                                 rot, Ns[i], w->bias, proj, 0);
+        if (step) {
+            for (int j = 0; j < D; j++) want[j] += proj[j];
+        } else {
+            for (int j = 0; j < D; j++) want[j] = x[j] + proj[j];
+            rc2 |= kind ? cn_linear_multi(want, 1, D, 2, b.fw + 4, g, mn, b.eps, 0, 0)
+                        : cn_cq_linear_multi(want, 1, D, 2, b.cq + 4, g, mn, b.eps, 0, 0, 1, 0);
+        }
+    }
+    int bad = rc != 0 || rc2 != 0 || memcmp(ck, ck2, cache) || memcmp(cv, cv2, cache);
+    for (int j = 0; j < D; j++) bad += out[j] != want[j] || !isfinite(out[j]);
+    /* what it must refuse: a position past the cache, weights that do not make the block */
+    bad += cn_decoder_block(&b, x, out, ck, cv, kvtype, max_len, max_len) != -1;
+    b.F = F + 1;
+    bad += cn_decoder_block(&b, x, out, ck, cv, kvtype, max_len, off) != -1;
+    failures += bad != 0;
+    printf("%s decoder block %s%s%s, %s cache (%d mismatches)\n", bad ? "FAIL" : "ok  ", kind ? "float16" : "cq4",
+           i8 ? " int8-act" : "", qk ? " qk-norm" : "", kvtype ? "float16" : "float32", bad);
+}
+
 int main(void) {
     printf("native NEON: %s\n", cn_native_neon() ? "yes" : "no (SIMDe)");
     printf("threads: %s\n", (const char *[]){"none", "OpenMP", "thread pool"}[cn_threading()]);
@@ -728,6 +817,10 @@ int main(void) {
     test_rope_qk(0, 0);
     test_rope_qk(1, 0);
     test_rope_qk(1, 1);
+    test_block(0, 0, 1, 1);
+    test_block(0, 1, 1, 1);
+    test_block(0, 1, 0, 0);
+    test_block(1, 0, 1, 1);
     {
         const uint8_t c = 0; const uint16_t sc = 0; const int8_t q = 0; float out = 0, xx = 0;
         const int rc = cn_cq_linear_i8(&xx, 1, 64, &c, 64, 8, 1, &sc, 64, &q, 1.0f, NULL, 64, 1, NULL, &out);

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CSRC = os.path.join(ROOT, "plugins", "cpu_neon", "cactus_cpu_neon", "csrc")
 HARNESS = os.path.join(ROOT, "tests", "cpu_neon", "neon_harness.c")
 KERNELS = (
-    "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "cq_i8.c", "fused.c", "affine.c",
+    "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "cq_i8.c", "fused.c", "block.c", "affine.c",
     "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c",  # x86 AVX-512 kernels; empty stubs elsewhere
 )
 

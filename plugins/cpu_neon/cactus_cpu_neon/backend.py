@@ -24,6 +24,8 @@ from cactus_core.errors import BackendError
 from cactus_core.formats import BFloat16, QuantizedTensor, to_float32
 from cactus_core.graph import Backend
 
+from .block import BlockOps
+
 _ACTIVATIONS = {"silu": 0, "gelu": 1, "gelu_tanh": 2, "relu": 3}
 _WTYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1}
 _BF16 = 2
@@ -36,7 +38,7 @@ _QUANT_FORMATS = frozenset(
 )
 
 #: Fused ops over several weights (cactus_core.graph.FUSED_OPS), one C call each.
-_FUSED_LINEAR = ("multi_linear", "gated_linear")
+_FUSED_LINEAR = ("multi_linear", "gated_linear", "decoder_block")
 
 _INSTALL_HINT = "reinstall the plugin with: pip install --force-reinstall ./plugins/cpu_neon"
 
@@ -47,7 +49,7 @@ class KernelArgumentError(BackendError, ValueError):
 
 #: Newest C entry points this Python side calls: a module built from older sources
 #: lacks them, and would otherwise fail on the first fused op of a decode.
-_REQUIRED = ("cn_cq_linear_multi", "cn_linear_multi", "cn_rope_qk", "cn_cached_attention")
+_REQUIRED = ("cn_cq_linear_multi", "cn_linear_multi", "cn_rope_qk", "cn_cached_attention", "cn_decoder_block")
 
 
 def load_kernels():
@@ -170,10 +172,11 @@ def _kv_views(k: Any, v: Any) -> tuple[np.ndarray, np.ndarray, int, tuple[int, i
     return k, v, _KV_TYPES[k.dtype], (s0, s1)
 
 
-class NeonBackend(Backend):
+class NeonBackend(BlockOps, Backend):
     """C kernels written with NEON intrinsics (native on arm64, through SIMDe elsewhere)."""
 
     name = "cpu_neon"
+    _arg_error = KernelArgumentError
     formats = _FLOAT_FORMATS | _QUANT_FORMATS
     #: attention reads float16 K/V views in place, so the generator keeps a half-size cache
     kv_dtype = "float16"
@@ -218,10 +221,13 @@ class NeonBackend(Backend):
         # CQ sign vectors by their packed bytes and block: tensors quantized with one
         # seed share one array, so a fused call rotates x once for all of them.
         self._signs: dict[tuple[bytes, int], np.ndarray] = {}
+        # decoder_block: C arguments per block object and per cache layer (block.py).
+        self._blocks: dict[int, tuple] = {}
+        self._caches: dict[tuple[int, int], tuple] = {}
 
     def supports(self, op: str, fmt: Optional[str] = None) -> bool:
         """Quantized formats for linear and embedding lookups only, and CQ (not int4/int8)
-        for the fused linears."""
+        for the fused linears and decoder_block."""
         if fmt in _QUANT_FORMATS and op not in ("linear", "embedding"):
             if not (fmt == "cq" and op in _FUSED_LINEAR):
                 return False

@@ -3,6 +3,7 @@
     python -m cactus_cpu_neon.bench [--threads N] [--cpu-time] [--json]
     python -m cactus_cpu_neon.bench --python-share MODEL [--tokens 32] [--threads N] [--cpu-time]
     python -m cactus_cpu_neon.bench --python-only MODEL [--tokens 64]
+    python -m cactus_cpu_neon.bench --breakdown MODEL [--tokens 32] [--threads N]
     python -m cactus_cpu_neon.bench --cq-decode [--threads N]
     python -m cactus_cpu_neon.bench --head [--threads N]
 
@@ -16,7 +17,8 @@ streamed per second), the number that bounds decode speed.  ``--python-share``
 instead decodes with a model and reports the share of each step spent outside
 the C kernels; ``--python-only`` times the Python of a decode step alone, with
 every C call replaced by a no-op (thread CPU time, so a busy machine matters
-little).
+little); ``--breakdown`` splits a decode step's wall time by C entry point (with
+the weight bandwidth of the CQ linears) and the rest.
 """
 
 from __future__ import annotations
@@ -252,6 +254,72 @@ def python_share(model: str, tokens: int = 32, threads=None, cpu_time: bool = Fa
             "share_outside_c": 1.0 - timed.seconds / total}
 
 
+def _weight_bytes(name: str, args) -> int:
+    """Bytes of codes and scales a CQ linear call reads (0 for other calls)."""
+    if name == "cn_cq_linear_multi":
+        K, n, ws = args[2], args[3], args[4]
+        return sum(ws[i].N * (ws[i].stride + 2 * (K // ws[i].group)) for i in range(n))
+    if name in ("cn_cq_linear_i8", "cn_cq_linear"):
+        K, stride, group, N = args[2], args[4], args[8], args[13]
+        return N * (stride + 2 * (K // group))
+    return 0
+
+
+def breakdown(model: str, tokens: int = 32, threads=None) -> dict:
+    """Wall time of ``tokens`` greedy decode steps split by C entry point: calls, ms per
+    token, us per call and, for CQ linears, GB/s of codes and scales; the rest is Python."""
+    import os
+
+    import cactus_core as cactus
+
+    if threads:
+        os.environ["CACTUS_THREADS"] = str(threads)
+    engine = cactus.load(model, backend="cpu_neon")
+    neon = engine.model.ops.resolve("linear", "float32").__self__
+    stats: dict[str, list] = {}
+
+    class Timed:
+        def __init__(self, lib):
+            self._lib = lib
+
+        def __getattr__(self, name):
+            fn = getattr(self._lib, name)
+            if not callable(fn):
+                return fn
+            entry = stats.setdefault(name, [0, 0.0, 0])
+
+            def timed(*args):
+                t = time.perf_counter()
+                try:
+                    return fn(*args)
+                finally:
+                    entry[0] += 1
+                    entry[1] += time.perf_counter() - t
+                    entry[2] += _weight_bytes(name, args)
+
+            return timed
+
+    gen, tok = engine.generator, 1
+    gen.reset()
+    for _ in range(8):
+        tok = int(np.argmax(gen.step(tok)))
+    gen.reset()
+    real, neon._lib = neon._lib, Timed(neon._lib)
+    try:
+        t = time.perf_counter()
+        for _ in range(tokens):
+            tok = int(np.argmax(gen.step(tok)))
+        total = time.perf_counter() - t
+    finally:
+        neon._lib = real
+    in_c = sum(v[1] for v in stats.values())
+    calls = {name: dict(calls=n / tokens, ms_per_token=1000 * sec / tokens, us_per_call=1e6 * sec / n,
+                        **({"GBps": b / sec / 1e9, "MiB_per_token": b / tokens / 2**20} if b else {}))
+             for name, (n, sec, b) in sorted(stats.items(), key=lambda kv: -kv[1][1])}
+    return {"model": model, "backend": neon.describe(), "ms_per_token": 1000 * total / tokens,
+            "ms_outside_c_per_token": 1000 * (total - in_c) / tokens, "calls": calls}
+
+
 class _NullLib:
     """Stands in for the cffi ``lib``: every kernel returns 0 at once."""
 
@@ -320,6 +388,7 @@ def main(argv=None) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--python-share", metavar="MODEL", help="share of decode time spent outside C")
     p.add_argument("--python-only", metavar="MODEL", help="Python ms per decode step, C calls stubbed")
+    p.add_argument("--breakdown", metavar="MODEL", help="decode time per C entry point, with weight GB/s")
     p.add_argument("--tokens", type=int, default=None, help="decode steps (--python-share 32, --python-only 64)")
     p.add_argument("--cq-decode", action="store_true", help="CQ decode GB/s: exact kernel against int8 activations")
     p.add_argument("--head", action="store_true", help="output-head decode per --head format (int8, cq6, cq5, cq4)")
@@ -333,6 +402,17 @@ def main(argv=None) -> None:
         rows = cq_decode(a.threads)
         print(json.dumps(rows, indent=2) if a.json else
               "\n".join(f"{r['case']:28s} {r['ms']:8.3f} ms {r['codes_GBps']:6.1f} GB/s of codes" for r in rows))
+        return
+    if a.breakdown:
+        r = breakdown(a.breakdown, a.tokens or 32, a.threads)
+        if a.json:
+            print(json.dumps(r, indent=2))
+            return
+        print(f"{r['backend']}: {r['ms_per_token']:.2f} ms/token, {r['ms_outside_c_per_token']:.2f} outside C")
+        for name, c in r["calls"].items():
+            gb = f" {c['GBps']:5.1f} GB/s {c['MiB_per_token']:6.1f} MiB/token" if "GBps" in c else ""
+            print(f"  {name:22s} {c['calls']:5.1f} calls {c['ms_per_token']:7.3f} ms/token "
+                  f"{c['us_per_call']:8.1f} us/call{gb}")
         return
     if a.python_only:
         r = python_only(a.python_only, a.tokens or 64)

@@ -157,3 +157,25 @@ typedef struct {
 
 int cn_linear_multi(const float *x, int64_t M, int64_t K, int n, const cn_float_weight *w, float *y,
                     const float *norm_w, float eps, int unit_offset, int gated);
+
+/* One decoder block (block.c) of one token (B = L = 1): RMSNorm, q/k/v, QK-norm
+ * (q_norm / k_norm may be NULL) and RoPE at position offset (inv_freq of half
+ * frequencies), the K/V store into one layer's contiguous cache (1, Hkv, max_len,
+ * d; kvtype as cn_cached_attention) and attention over it (window < 0: none),
+ * o_proj and the residual, RMSNorm, act(gate) * up (act: cn_activation's kinds),
+ * down and the residual; out (D) = the block's output.  The seven weights are q,
+ * k, v, o, gate, up, down: cq[] (kind 0; cb_q8 set: int8-activation decode) or
+ * fw[] (kind 1).  The same kernels as the separate calls, in the same order: the
+ * same result.  Returns -1 for shapes or layouts it cannot run, -2 when out of
+ * memory. */
+typedef struct {
+    int kind, act, bf16;
+    int64_t D, F, Hq, Hkv, d, half, window;
+    float eps, scale;
+    const float *attn_norm, *mlp_norm, *q_norm, *k_norm, *inv_freq;
+    cn_cq_weight cq[7];
+    cn_float_weight fw[7];
+} cn_block;
+
+int cn_decoder_block(const cn_block *b, const float *x, float *out, void *cache_k, void *cache_v, int kvtype,
+                     int64_t max_len, int64_t offset);
