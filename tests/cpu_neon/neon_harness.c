@@ -189,8 +189,12 @@ static void test_softmax_hadamard(void) {
     free(x); free(y); free(want); free(h); free(hy); free(hw);
 }
 
-static void test_attention(int64_t L, int64_t S, int64_t off, int64_t window, float cap, int half) {
-    const int64_t B = 2, Hq = 4, Hkv = 2, d = 36;
+/* Hq / Hkv query heads share a KV head; decode shapes (L = 1) with d a
+ * multiple of 16 take the AVX-512 row kernel's unmasked path on such builds,
+ * d = 36 its masked one, and groups of 1-8 heads its 1-4-head passes. */
+static void test_attention_heads(int64_t L, int64_t S, int64_t off, int64_t window, float cap, int half, int64_t Hq,
+                                 int64_t Hkv, int64_t d) {
+    const int64_t B = 2, group = Hq / Hkv;
     float *q = fill(B * Hq * L * d, 1), *k = fill(B * Hkv * S * d, 1), *v = fill(B * Hkv * S * d, 1);
     uint16_t *k16 = malloc(2 * (size_t)(B * Hkv * S * d)), *v16 = malloc(2 * (size_t)(B * Hkv * S * d));
     for (int64_t i = 0; half && i < B * Hkv * S * d; i++) { /* the reference then uses the rounded values */
@@ -205,7 +209,7 @@ static void test_attention(int64_t L, int64_t S, int64_t off, int64_t window, fl
         for (int64_t h = 0; h < Hq; h++)
             for (int64_t i = 0; i < L; i++) {
                 const float *qr = q + ((b * Hq + h) * L + i) * d;
-                const float *kb = k + (b * Hkv + h / 2) * S * d, *vb = v + (b * Hkv + h / 2) * S * d;
+                const float *kb = k + (b * Hkv + h / group) * S * d, *vb = v + (b * Hkv + h / group) * S * d;
                 double m = -INFINITY, s = 0;
                 for (int64_t j = 0; j < S; j++) {
                     double dot = 0;
@@ -223,11 +227,16 @@ static void test_attention(int64_t L, int64_t S, int64_t off, int64_t window, fl
             }
     cn_attention(q, half ? (const void *)k16 : k, half ? (const void *)v16 : v, half, o, B, Hq, Hkv, L, S,
                  d, (float)scale, off, 1, window, cap, mask, 0, 0, 0, 1, Hkv * S * d, S * d);
-    char name[64];
-    snprintf(name, sizeof name, "attention%s L=%lld S=%lld w=%lld cap=%g", half ? " f16 kv" : "",
-             (long long)L, (long long)S, (long long)window, cap);
+    char name[96];
+    snprintf(name, sizeof name, "attention%s L=%lld S=%lld w=%lld cap=%g heads %lld/%lld d=%lld",
+             half ? " f16 kv" : "", (long long)L, (long long)S, (long long)window, cap, (long long)Hq,
+             (long long)Hkv, (long long)d);
     check(name, o, want, B * Hq * L * d, 1e-5, 1e-6);
     free(q); free(k); free(v); free(o); free(mask); free(want); free(p); free(k16); free(v16);
+}
+
+static void test_attention(int64_t L, int64_t S, int64_t off, int64_t window, float cap, int half) {
+    test_attention_heads(L, S, off, window, cap, half, 4, 2, 36);
 }
 
 /* CQ: random codes, scales and codebook; reference decodes the bit stream bit by bit.
@@ -701,7 +710,15 @@ static void test_block(int kind, int i8, int qk, int kvtype) {
     float *x = fill(D, 1), *out = fill(D, 0), *want = fill(D, 0);
     float *qkv = fill(Hq * hd + 2 * Hkv * hd, 0), *qr = fill(Hq * hd, 0), *kr = fill(Hkv * hd, 0);
     float *att = fill(Hq * hd, 0), *proj = fill(D, 0), *g = fill(F, 0);
+    /* Half the cases with the phase timer on: it may not change a bit. */
+    cn_block_profile(qk);
     int rc = cn_decoder_block(&b, x, out, ck, cv, kvtype, max_len, off);
+    int64_t ns[6], bytes[6], want_qkv = 0;
+    const int64_t calls = cn_block_profile_read(ns, bytes);
+    cn_block_profile(0);
+    for (int i = 0; i < 3; i++) want_qkv += kind ? 2 * Ns[i] * Ks[i] : Ns[i] * (Ks[i] / d + 2 * Ks[i] / group);
+    int timed = !qk || (calls == 1 && bytes[0] == want_qkv && bytes[1] == 0 && bytes[2] == 0);
+    for (int p = 0; qk && p < 6; p++) timed = timed && ns[p] > 0;
     /* the chain, as the Python ops run it */
     const double pos = off;
     int rc2 = kind ? cn_linear_multi(x, 1, D, 3, b.fw, qkv, an, b.eps, 0, -1)
@@ -726,7 +743,7 @@ static void test_block(int kind, int i8, int qk, int kvtype) {
                         : cn_cq_linear_multi(want, 1, D, 2, b.cq + 4, g, mn, b.eps, 0, 0, 1, 0);
         }
     }
-    int bad = rc != 0 || rc2 != 0 || memcmp(ck, ck2, cache) || memcmp(cv, cv2, cache);
+    int bad = rc != 0 || rc2 != 0 || memcmp(ck, ck2, cache) || memcmp(cv, cv2, cache) || !timed;
     for (int j = 0; j < D; j++) bad += out[j] != want[j] || !isfinite(out[j]);
     /* what it must refuse: a position past the cache, weights that do not make the block */
     bad += cn_decoder_block(&b, x, out, ck, cv, kvtype, max_len, max_len) != -1;
@@ -735,6 +752,36 @@ static void test_block(int kind, int i8, int qk, int kvtype) {
     failures += bad != 0;
     printf("%s decoder block %s%s%s, %s cache (%d mismatches)\n", bad ? "FAIL" : "ok  ", kind ? "float16" : "cq4",
            i8 ? " int8-act" : "", qk ? " qk-norm" : "", kvtype ? "float16" : "float32", bad);
+}
+
+/* runtime.c's cn_parallel_for (internal: declared here as neon_common.h does).
+ * Every index must run exactly once, however the threads split and steal the
+ * range; ranges starting at 0 are slowed down so that the others run out of
+ * work and take over the rest of that run. */
+typedef void (*cn_range_fn)(const void *ctx, int64_t begin, int64_t end);
+void cn_parallel_for(int64_t n, int64_t work, cn_range_fn fn, const void *ctx);
+
+static void count_range(const void *ctx, int64_t begin, int64_t end) {
+    int *hits = (int *)ctx;
+    if (begin == 0)
+        for (volatile int spin = 0; spin < 200000; spin++) {
+        }
+    for (int64_t i = begin; i < end; i++) __atomic_fetch_add(&hits[i], 1, __ATOMIC_RELAXED);
+}
+
+static void test_parallel_for(void) {
+    static const int64_t sizes[] = {1, 2, 3, 5, 47, 48, 49, 191, 1000, 100003};
+    int bad = 0, runs = 0;
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++)
+        for (int rep = 0; rep < 50; rep++, runs++) {
+            const int64_t n = sizes[c];
+            int *hits = calloc((size_t)n, sizeof(int));
+            cn_parallel_for(n, 1 << 30, count_range, hits);
+            for (int64_t i = 0; i < n; i++) bad += hits[i] != 1;
+            free(hits);
+        }
+    printf("%s parallel_for: every index once over %d runs (%d misses)\n", bad ? "FAIL" : "ok  ", runs, bad);
+    failures += bad != 0;
 }
 
 int main(void) {
@@ -746,6 +793,7 @@ int main(void) {
     printf("dot product instructions: no\n");
 #endif
     cn_set_threads(3); /* an odd split; checks above CN_PAR_MIN_WORK run threaded */
+    test_parallel_for();
     for (int wt = 0; wt < 3; wt++) {
         test_linear(1, 301, 37, wt);
         test_linear(1, 1024, 67, wt);
@@ -759,6 +807,10 @@ int main(void) {
     test_attention(1, 50, 49, -1, 0, 0);
     test_attention(7, 19, 12, 5, 30.0f, 0);
     test_attention(3, 41, 38, -1, 0, 1);
+    test_attention_heads(1, 103, 102, -1, 0, 1, 16, 8, 128); /* Qwen3-0.6B's decode shape, f16 cache */
+    test_attention_heads(1, 70, 69, 33, 0, 1, 32, 8, 64);    /* Llama-3.2-1B's, sliding window */
+    test_attention_heads(1, 45, 44, -1, 20.0f, 0, 12, 2, 80); /* 6 heads a group, f32, softcap */
+    test_attention_heads(1, 6, 5, -1, 0, 1, 8, 1, 48);        /* 8 heads a group, fewer keys than 4 + tail */
     test_cq(8, 2, 1, 64, 0);
     test_cq(6, 2, 1, 64, 0);
     test_cq(8, 4, 5, 64, 0);

@@ -100,6 +100,60 @@ def test_int8_activation_block_equals_composition(neon_i8, rng, bits, d, group, 
     _assert_same(neon_i8, blk, x, *_cache(rng, blk, 32, offset, np.float16), offset)
 
 
+def test_block_gives_the_same_bits_on_every_call(neon_backend_class, rng):
+    """The thread pool cuts each region at fixed boundaries and threads steal whole pieces
+    of each other's runs, so which thread ran a row never shows.  CQ2's exact decode is the
+    gather kernel, whose rows go four at a time within a piece: a split that moved with
+    the timing would change bits."""
+    backend = neon_backend_class(threads=2, int8_activations=False, bf16_prefill=False)
+    blk = _block(rng, "cq", D=512, F=1024, H=8, Hkv=4, hd=64, bits=8, d=4, group=128)
+    x = rng.standard_normal((1, 1, 512)).astype(np.float32)
+    ck, cv = _cache(rng, blk, 64, 40, np.float16)
+    first = backend.decoder_block(x, blk, ck.copy(), cv.copy(), 40)
+    for _ in range(30):
+        np.testing.assert_array_equal(backend.decoder_block(x, blk, ck.copy(), cv.copy(), 40), first)
+    _assert_same(backend, blk, x, ck, cv, 40)
+
+
+@pytest.mark.parametrize("hq,hkv,hd,window", [(16, 8, 128, None), (32, 8, 64, 50), (12, 2, 80, None)])
+@pytest.mark.parametrize("kv", [np.float16, np.float32])
+def test_decode_attention_on_model_shapes(neon, rng, hq, hkv, hd, window, kv):
+    """One-token attention over contexts of 1-300 keys on Qwen3-0.6B's heads (16 over 8 of 128),
+    Llama-3.2-1B's (32 over 8 of 64) and an odd group (6 per KV head, 80 wide), against
+    numpy_ref: the block's attention.  On AVX-512 builds this is attention_avx512.c, which
+    sums in another order than the NEON kernel: close, not bit for bit."""
+    ref = NumpyBackend()
+    for S in (1, 3, 4, 5, 67, 300):
+        q = rng.standard_normal((1, hq, 1, hd)).astype(np.float32)
+        k = rng.standard_normal((1, hkv, S, hd)).astype(kv)
+        v = rng.standard_normal((1, hkv, S, hd)).astype(kv)
+        kw = dict(scale=hd**-0.5, q_offset=S - 1, sliding_window=window)
+        got = neon.attention(q, k, v, **kw)
+        want = ref.attention(q, k.astype(np.float32), v.astype(np.float32), **kw)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+
+
+def test_one_position_rope_table_is_remade_when_its_inputs_change(neon, rng):
+    """One-token rope_qk keeps each thread's last table of angles (one per token instead of
+    one per layer); a new position, other frequencies in the same array, or another
+    rotary width must each give their own rotation, and a repeat the same bits."""
+    ref = NumpyBackend()
+    q = rng.standard_normal((1, 4, 1, 64)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 1, 64)).astype(np.float32)
+    inv = (1.0 / 10000 ** (np.arange(0, 64, 2) / 64)).astype(np.float32)
+    cases = [(7, inv), (7, inv), (8, inv), (7, inv.copy()), (7, inv * 1.5), (7, inv[:16].copy()), (0, inv),
+             (100000, inv)]
+    for pos, freqs in cases:
+        positions = np.array([pos], dtype=np.int64)
+        got_q, got_k = neon.rope_qk(q, k, positions, freqs)
+        np.testing.assert_allclose(got_q, ref.rope(q, positions, freqs), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got_k, ref.rope(k, positions, freqs), rtol=1e-5, atol=1e-5)
+        assert np.array_equal(got_q, neon.rope_qk(q, k, positions, freqs)[0])
+    inv[:] *= 0.5  # the same array, new contents
+    np.testing.assert_allclose(neon.rope_qk(q, k, np.array([7]), inv)[0], ref.rope(q, np.array([7]), inv),
+                               rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("fmt", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("bias", [False, True])
 def test_float_block_equals_composition(neon, rng, fmt, bias):
@@ -204,7 +258,15 @@ def test_bench_breakdown_splits_a_step_by_entry_point(neon_backend_class, regist
         pytest.skip("no default model in this checkout")
     with open(os.path.join(spine, "config.json")) as f:
         layers = json.load(f)["num_hidden_layers"]
-    r = bench.breakdown(spine, tokens=4)
-    assert r["calls"]["cn_decoder_block"]["calls"] == layers
+    r = bench.breakdown(spine, tokens=4, context=3)
+    assert r["calls"]["cn_decoder_block"]["calls"] == layers and r["context"] == [3, 7]
     assert 0 < r["ms_outside_c_per_token"] < r["ms_per_token"]
-    assert r["calls"]["cn_decoder_block"]["ms_per_token"] < r["ms_per_token"]
+    block_ms = r["calls"]["cn_decoder_block"]["ms_per_token"]
+    assert block_ms < r["ms_per_token"]
+    # The block's own phase timer: every phase ran, the weight phases read bytes, and the
+    # phases account for the calls' time (the rest is the call's own setup and the timer).
+    phases = r["block_phases"]
+    assert len(phases) == 6 and all(p["ms_per_token"] > 0 for p in phases.values())
+    assert {name for name, p in phases.items() if "GBps" in p} == {
+        "q/k/v (norm, rotation)", "o_proj + residual", "gate/up (norm, act)", "down + residual"}
+    assert 0.5 * block_ms < sum(p["ms_per_token"] for p in phases.values()) <= block_ms

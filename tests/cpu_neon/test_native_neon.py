@@ -8,7 +8,7 @@
 - the host's -march=native build with OpenMP (the CACTUS_OPENMP=1 threading),
   which on x86 with AVX-512 also runs the x86-only kernels (cq_vbmi.c, with
   its int8-activation decode where the CPU has VNNI, gemm_avx512.c,
-  affine_avx512.c) on the harness's shapes.
+  affine_avx512.c, attention_avx512.c) on the harness's shapes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ CSRC = os.path.join(ROOT, "plugins", "cpu_neon", "cactus_cpu_neon", "csrc")
 HARNESS = os.path.join(ROOT, "tests", "cpu_neon", "neon_harness.c")
 KERNELS = (
     "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "cq_i8.c", "fused.c", "block.c", "affine.c",
-    "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c",  # x86 AVX-512 kernels; empty stubs elsewhere
+    # x86 AVX-512 kernels; empty stubs elsewhere
+    "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c", "attention_avx512.c",
 )
 
 

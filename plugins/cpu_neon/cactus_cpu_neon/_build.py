@@ -36,7 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "csrc")
 SOURCES = (
     "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "cq_i8.c", "fused.c", "block.c", "affine.c",
-    "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c",  # x86 AVX-512 kernels; empty stubs elsewhere
+    # x86 AVX-512 kernels; empty stubs elsewhere
+    "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c", "attention_avx512.c",
 )
 
 

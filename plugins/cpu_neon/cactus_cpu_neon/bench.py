@@ -3,7 +3,7 @@
     python -m cactus_cpu_neon.bench [--threads N] [--cpu-time] [--json]
     python -m cactus_cpu_neon.bench --python-share MODEL [--tokens 32] [--threads N] [--cpu-time]
     python -m cactus_cpu_neon.bench --python-only MODEL [--tokens 64]
-    python -m cactus_cpu_neon.bench --breakdown MODEL [--tokens 32] [--threads N]
+    python -m cactus_cpu_neon.bench --breakdown MODEL [--tokens 32] [--threads N] [--context N]
     python -m cactus_cpu_neon.bench --cq-decode [--threads N]
     python -m cactus_cpu_neon.bench --head [--threads N]
 
@@ -265,9 +265,15 @@ def _weight_bytes(name: str, args) -> int:
     return 0
 
 
-def breakdown(model: str, tokens: int = 32, threads=None) -> dict:
+_BLOCK_PHASES = ("q/k/v (norm, rotation)", "QK-norm + RoPE", "K/V store + attention", "o_proj + residual",
+                 "gate/up (norm, act)", "down + residual")
+
+
+def breakdown(model: str, tokens: int = 32, threads=None, context: int = 0) -> dict:
     """Wall time of ``tokens`` greedy decode steps split by C entry point: calls, ms per
-    token, us per call and, for CQ linears, GB/s of codes and scales; the rest is Python."""
+    token, us per call and, for CQ linears, GB/s of codes and scales; the rest is Python.
+    The fused decoder_block's own phases (its C timer, ``cn_block_profile``) come with it.
+    ``context`` tokens are decoded first (untimed), so attention sees that many keys."""
     import os
 
     import cactus_core as cactus
@@ -304,7 +310,11 @@ def breakdown(model: str, tokens: int = 32, threads=None) -> dict:
     for _ in range(8):
         tok = int(np.argmax(gen.step(tok)))
     gen.reset()
+    for _ in range(context):
+        tok = int(np.argmax(gen.step(tok)))
+    start = context
     real, neon._lib = neon._lib, Timed(neon._lib)
+    real.cn_block_profile(1)
     try:
         t = time.perf_counter()
         for _ in range(tokens):
@@ -312,12 +322,19 @@ def breakdown(model: str, tokens: int = 32, threads=None) -> dict:
         total = time.perf_counter() - t
     finally:
         neon._lib = real
+        real.cn_block_profile(0)
+    ns, nbytes = neon._ffi.new("int64_t[8]"), neon._ffi.new("int64_t[8]")
+    blocks = real.cn_block_profile_read(ns, nbytes)
+    phases = {name: dict(ms_per_token=ns[i] / 1e6 / tokens, us_per_block=ns[i] / 1e3 / max(blocks, 1),
+                         **({"GBps": nbytes[i] / ns[i]} if nbytes[i] and ns[i] else {}))
+              for i, name in enumerate(_BLOCK_PHASES)}
     in_c = sum(v[1] for v in stats.values())
     calls = {name: dict(calls=n / tokens, ms_per_token=1000 * sec / tokens, us_per_call=1e6 * sec / n,
                         **({"GBps": b / sec / 1e9, "MiB_per_token": b / tokens / 2**20} if b else {}))
              for name, (n, sec, b) in sorted(stats.items(), key=lambda kv: -kv[1][1])}
     return {"model": model, "backend": neon.describe(), "ms_per_token": 1000 * total / tokens,
-            "ms_outside_c_per_token": 1000 * (total - in_c) / tokens, "calls": calls}
+            "ms_outside_c_per_token": 1000 * (total - in_c) / tokens, "calls": calls,
+            "block_phases": phases if blocks else {}, "context": [start, start + tokens]}
 
 
 class _NullLib:
@@ -389,6 +406,8 @@ def main(argv=None) -> None:
     p.add_argument("--python-share", metavar="MODEL", help="share of decode time spent outside C")
     p.add_argument("--python-only", metavar="MODEL", help="Python ms per decode step, C calls stubbed")
     p.add_argument("--breakdown", metavar="MODEL", help="decode time per C entry point, with weight GB/s")
+    p.add_argument("--context", type=int, default=0, metavar="N",
+                   help="--breakdown: decode N tokens first, untimed (attention over N more keys)")
     p.add_argument("--tokens", type=int, default=None, help="decode steps (--python-share 32, --python-only 64)")
     p.add_argument("--cq-decode", action="store_true", help="CQ decode GB/s: exact kernel against int8 activations")
     p.add_argument("--head", action="store_true", help="output-head decode per --head format (int8, cq6, cq5, cq4)")
@@ -404,15 +423,21 @@ def main(argv=None) -> None:
               "\n".join(f"{r['case']:28s} {r['ms']:8.3f} ms {r['codes_GBps']:6.1f} GB/s of codes" for r in rows))
         return
     if a.breakdown:
-        r = breakdown(a.breakdown, a.tokens or 32, a.threads)
+        r = breakdown(a.breakdown, a.tokens or 32, a.threads, a.context)
         if a.json:
             print(json.dumps(r, indent=2))
             return
-        print(f"{r['backend']}: {r['ms_per_token']:.2f} ms/token, {r['ms_outside_c_per_token']:.2f} outside C")
+        print(f"{r['backend']}: {r['ms_per_token']:.2f} ms/token, {r['ms_outside_c_per_token']:.2f} outside C "
+              f"(positions {r['context'][0]}-{r['context'][1]})")
         for name, c in r["calls"].items():
             gb = f" {c['GBps']:5.1f} GB/s {c['MiB_per_token']:6.1f} MiB/token" if "GBps" in c else ""
             print(f"  {name:22s} {c['calls']:5.1f} calls {c['ms_per_token']:7.3f} ms/token "
                   f"{c['us_per_call']:8.1f} us/call{gb}")
+        if r["block_phases"]:
+            print("  inside cn_decoder_block:")
+        for name, c in r["block_phases"].items():
+            gb = f" {c['GBps']:5.1f} GB/s" if "GBps" in c else ""
+            print(f"    {name:26s} {c['ms_per_token']:7.3f} ms/token {c['us_per_block']:7.1f} us/block{gb}")
         return
     if a.python_only:
         r = python_only(a.python_only, a.tokens or 64)

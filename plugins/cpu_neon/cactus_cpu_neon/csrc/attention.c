@@ -92,6 +92,8 @@ CN_INLINE void attn_task(const attn_args *a, int64_t b, int64_t hk, int64_t i, i
     }
     if (n <= 0) return; /* every key hidden: the reference gives zeros */
     int64_t j = 0;
+    const int avx = cn_attn_avx512_available();
+    if (avx) cn_attn_scores_avx512(qr, G, kb, vb, kt, n, d, a->scale, p, S), j = n;
     for (; j + 4 <= n; j += 4) /* four keys at a time: one pairwise-add reduction */
         for (int64_t g = 0; g < G; g++)
             vst1q_f32(p + g * S + j, dot4(qr[g], kb + (size_t)(j * d) * es, d, a->scale, kt));
@@ -105,6 +107,10 @@ CN_INLINE void attn_task(const attn_args *a, int64_t b, int64_t hk, int64_t i, i
             for (int64_t jj = 0; jj < n; jj++) pg[jj] += mr[jj * a->ms[3]];
         }
         cn_softmax_row(pg, pg, n);
+    }
+    if (avx) {
+        cn_attn_values_avx512(orow, G, vb, kt, n, d, p, S);
+        return;
     }
     /* Values in blocks of VB keys that stay in L1 while every head of the
      * group and every 16-wide slice of the output accumulates in registers. */

@@ -18,8 +18,20 @@
  *   out     = h + down(g)                        cn_cq_linear(_i8) / cn_linear
  *
  * Each kernel still runs its own parallel region; the pool's workers spin
- * between them (a few microseconds apart now), so no thread sleeps. */
+ * between them (a few microseconds apart now), so no thread sleeps, and each
+ * region is split into one contiguous stream per thread (runtime.c). */
+#include <time.h>
+
 #include "neon_common.h"
+
+/* Bytes weight i reads: codes and scales, or its rows. */
+static int64_t weight_bytes(const cn_block *b, int i) {
+    static const int input[7] = {0, 0, 0, 1, 0, 0, 2}; /* K: D, Hq * d or F */
+    const int64_t K = input[i] == 0 ? b->D : input[i] == 1 ? b->Hq * b->d : b->F;
+    if (b->kind == 1) return b->fw[i].N * K * (b->fw[i].wtype ? 2 : 4);
+    const cn_cq_weight *w = &b->cq[i];
+    return w->N * w->stride + w->N * (K / w->group) * 2;
+}
 
 /* One projection of one row, as the backend's linear runs it for that weight. */
 static int project(const cn_block *b, int i, const float *x, int64_t K, float *y) {
@@ -56,6 +68,56 @@ static int bad_shapes(const cn_block *b) {
     return 0;
 }
 
+/* ---- phase timing (bench --breakdown) ------------------------------------
+ * Where a block's time goes inside its one C call: wall nanoseconds and
+ * weight bytes per phase, summed over calls while profiling is on (off: one
+ * relaxed load per phase). */
+enum { PH_QKV, PH_ROPE, PH_ATTN, PH_O, PH_GATE_UP, PH_DOWN, PHASES };
+static int profiling;
+static int64_t phase_ns[PHASES], phase_bytes[PHASES], profiled_calls;
+
+void cn_block_profile(int on) {
+    if (on) {
+        for (int i = 0; i < PHASES; i++) {
+            __atomic_store_n(&phase_ns[i], 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&phase_bytes[i], 0, __ATOMIC_RELAXED);
+        }
+        __atomic_store_n(&profiled_calls, 0, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&profiling, on != 0, __ATOMIC_RELAXED);
+}
+
+int64_t cn_block_profile_read(int64_t *ns, int64_t *bytes) {
+    for (int i = 0; i < PHASES; i++) {
+        ns[i] = __atomic_load_n(&phase_ns[i], __ATOMIC_RELAXED);
+        bytes[i] = __atomic_load_n(&phase_bytes[i], __ATOMIC_RELAXED);
+    }
+    return __atomic_load_n(&profiled_calls, __ATOMIC_RELAXED);
+}
+
+static int64_t clock_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Ends phase ph (started at *t0) and starts the next one. */
+static void phase_end(const cn_block *b, int ph, int64_t *t0) {
+    if (!__atomic_load_n(&profiling, __ATOMIC_RELAXED)) return;
+    static const int first[PHASES] = {0, 0, 0, 3, 4, 6}, count[PHASES] = {3, 0, 0, 1, 2, 1};
+    const int64_t t = clock_ns();
+    if (*t0 == 0) { /* turned on during this call: time from the next phase */
+        *t0 = t;
+        return;
+    }
+    int64_t bytes = 0;
+    for (int i = first[ph]; i < first[ph] + count[ph]; i++) bytes += weight_bytes(b, i);
+    __atomic_fetch_add(&phase_ns[ph], t - *t0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&phase_bytes[ph], bytes, __ATOMIC_RELAXED);
+    if (ph == PH_DOWN) __atomic_fetch_add(&profiled_calls, 1, __ATOMIC_RELAXED);
+    *t0 = t;
+}
+
 int cn_decoder_block(const cn_block *b, const float *x, float *out, void *cache_k, void *cache_v, int kvtype,
                      int64_t max_len, int64_t offset) {
     if (bad_shapes(b) || (kvtype != 0 && kvtype != 1) || offset < 0 || offset >= max_len) return -1;
@@ -64,22 +126,29 @@ int cn_decoder_block(const cn_block *b, const float *x, float *out, void *cache_
     float *buf = (float *)malloc(sizeof(float) * (size_t)(qd + 2 * kd + qd + kd + qd + D + F));
     if (!buf) return -2;
     float *qkv = buf, *qr = qkv + qd + 2 * kd, *kr = qr + qd, *att = kr + kd, *proj = att + qd, *g = proj + D;
+    /* q's first rows while x is normed and rotated; o_proj's during attention */
+    int64_t t0 = __atomic_load_n(&profiling, __ATOMIC_RELAXED) ? clock_ns() : 0;
     int rc = group(b, 0, 3, x, D, b->attn_norm, qkv, -1);
+    phase_end(b, PH_QKV, &t0);
     const double pos = (double)offset;
     if (rc == 0)
         rc = cn_rope_qk(qkv, qkv + qd, qr, kr, b->Hq, b->Hkv, 1, b->d, &pos, b->inv_freq, b->half, b->q_norm,
                         b->k_norm, b->eps, 0);
+    phase_end(b, PH_ROPE, &t0);
     if (rc == 0) /* a first token into an empty float16 cache attends over its own unrounded K/V */
         rc = cn_cached_attention(qr, kr, qkv + qd + kd, cache_k, cache_v, kvtype, att, 1, b->Hq, b->Hkv, 1, b->d,
                                  max_len, offset, b->scale, b->window, 0.0f, offset == 0 && kvtype != 0);
+    phase_end(b, PH_ATTN, &t0);
     if (rc == 0) rc = project(b, 3, att, qd, proj);
-    if (rc == 0) {
+    if (rc == 0)
         for (int64_t i = 0; i < D; i++) out[i] = x[i] + proj[i];
-        rc = group(b, 4, 2, out, D, b->mlp_norm, g, b->act);
-    }
+    phase_end(b, PH_O, &t0);
+    if (rc == 0) rc = group(b, 4, 2, out, D, b->mlp_norm, g, b->act);
+    phase_end(b, PH_GATE_UP, &t0);
     if (rc == 0) rc = project(b, 6, g, F, proj);
     if (rc == 0)
         for (int64_t i = 0; i < D; i++) out[i] += proj[i];
+    phase_end(b, PH_DOWN, &t0);
     free(buf);
     return rc;
 }

@@ -179,3 +179,10 @@ typedef struct {
 
 int cn_decoder_block(const cn_block *b, const float *x, float *out, void *cache_k, void *cache_v, int kvtype,
                      int64_t max_len, int64_t offset);
+
+/* Phase timing of cn_decoder_block (bench --breakdown): on != 0 zeroes the
+ * counters and starts summing, per phase (q/k/v with the norm, QK-norm + RoPE,
+ * K/V store + attention, o_proj + residual, norm + gate/up, down + residual),
+ * wall nanoseconds and weight bytes read; read returns the calls summed. */
+void cn_block_profile(int on);
+int64_t cn_block_profile_read(int64_t *ns, int64_t *bytes);

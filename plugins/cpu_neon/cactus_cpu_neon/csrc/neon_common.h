@@ -308,6 +308,16 @@ void cn_gemm_panels_bf16(const float *x, const uint16_t *xb, int64_t M, int64_t 
 void cn_gemv_avx512(const float *x, int64_t K, const void *w, int wt, const float *bias, float *y, int64_t n0,
                     int64_t n1);
 
+/* Row-path attention on AVX-512 (attention_avx512.c; available() 0 elsewhere):
+ * p[g * S + j] = scale * (qr[g] . key j) for keys [0, n) of kb (prefetching
+ * the values vb of the same keys), and
+ * orow[g] += sum_j p[g * S + j] * value j. */
+int cn_attn_avx512_available(void);
+void cn_attn_scores_avx512(const float *const *qr, int64_t G, const void *kb, const void *vb, int kt, int64_t n,
+                           int64_t d, float scale, float *p, int64_t S);
+void cn_attn_values_avx512(float *const *orow, int64_t G, const void *vb, int kt, int64_t n, int64_t d,
+                           const float *p, int64_t S);
+
 /* int4 / int8 decode rows [n0, n1) on AVX-512 (affine_avx512.c); usable() is 0
  * where the build does not target it or for groups that are not a multiple of 32. */
 int cn_affine_avx512_usable(int bits, int64_t group);
