@@ -1,12 +1,12 @@
 #!/bin/bash
 # Retrain the shipped default model (models/spine) from nothing, in one command:
 #   training/reproduce.sh OUTDIR
-# Twelve stages, each continuing the previous one's checkpoint, as docs/training.md lists
+# Thirteen stages, each continuing the previous one's checkpoint, as docs/training.md lists
 # them. Each stage runs the training code of the commit it was trained with (checked out
 # as a git worktree under OUTDIR), since the data generator grew between stages. Needs
-# a CUDA GPU (about 55 minutes on one H200) and the packages of requirements-test.txt.
+# a CUDA GPU (about 60 minutes on one H200) and the packages of requirements-test.txt.
 # A stage whose checkpoint exists is skipped, so an interrupted run picks up where it
-# stopped. Stages 3-4, 6-8 and 10-12 ran with time budgets; here they run the step counts those
+# stopped. Stages 3-4, 6-8 and 10-13 ran with time budgets; here they run the step counts those
 # budgets gave. GPU kernels are not bit-deterministic: expect the same figures within
 # run-to-run noise, not the same bytes.
 set -euo pipefail
@@ -49,4 +49,6 @@ stage 11 fa16105 --seed 13 --init "$out/10/model" --steps 1820 --lr 1.5e-3 "${dr
 # stage 12: 223 out-of-scope kinds, 14 train-only structures per tool
 stage 12 6b31879 --seed 14 --init "$out/11/model" --steps 2165 --lr 1e-3 "${drills[@]}" \
     --mix 0.45,0.25,0.12,0.06,0.12
-echo "the checkpoint: $out/12/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
+# stage 13: 253 more train-only structures (span edges, negations), boundary-stress values
+stage 13 18740e5 --seed 15 --init "$out/12/model" --steps 1717 --lr 1e-3 "${drills[@]}"
+echo "the checkpoint: $out/13/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
