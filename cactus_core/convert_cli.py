@@ -39,7 +39,8 @@ def add_convert_command(sub) -> None:
     p.add_argument("--calibration-text", metavar="FILE",
                    help="calibrate (and measure mixed-precision sensitivity) on this text instead")
     p.add_argument("--calibration-samples", type=int, default=None,
-                   help="self-generated texts and chats to calibrate on (default 128 for --bits 4, else 16)")
+                   help="self-generated texts and chats to calibrate on "
+                        "(default 32 for --bits 4: 16 texts and 16 six-round chats; else 16)")
     p.add_argument("--calibration-seed", type=int, default=0,
                    help="which draw of self-written texts CQ4 calibrates on (default 0)")
     p.add_argument("--head", default=DEFAULT_HEAD, choices=HEADS,
@@ -75,7 +76,7 @@ def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibra
     """``cactus convert`` without the argument parsing: calibration tokens and activations,
     measured mixed-precision sensitivity, then the conversion; returns its report.
 
-    CQ4 calibrates on texts the model writes itself (``samples``, default 128; data-free
+    CQ4 calibrates on texts the model writes itself (``samples``, default 32; data-free
     for encoders) unless ``no_calibrate`` (cactus_quant.calibrate: measured better than
     the 16 texts and stronger damping of the ``calibrate`` path the other widths and
     GPTQ take, whose ``samples`` default is 16)."""

@@ -29,9 +29,11 @@ import numpy as np
 from cactus_core.errors import QuantizationError
 from cactus_core.graph import Ops
 
-#: Self-written texts and their length in tokens: 128 x 128 (~16K tokens) measured
-#: best on the default model among 16, 32, 64 and 128 samples (docs/quantization.md).
-DEFAULT_SAMPLES = 128
+#: Self-written texts and their length in tokens: 16 plain texts of 128 tokens and 16
+#: chats of CHAT_TURNS rounds (~13.7K tokens, ~9.7K recorded).  Session 5's 128 texts
+#: (64 plain, 64 one-round chats, ~16K tokens) measured worse on validation
+#: conversations, which sit 400-1000 tokens deep in a chat (docs/quantization.md).
+DEFAULT_SAMPLES = 32
 DEFAULT_LENGTH = 128
 #: Feedback damping (times mean diag H) for Hessians of that many tokens: 0.03
 #: gave the lowest KL there; 0.1 and 0.3 suit fewer tokens (docs/quantization.md).
@@ -41,6 +43,16 @@ SELF_DAMP = 0.03
 SEQUENTIAL = False
 #: Tokens of a chat's self-written user turn.
 USER_TOKENS = 48
+#: Rounds (user turn, reply) per self-written chat: six reach ~690 tokens, the depth
+#: at which a chat model answers after a system prompt and a few turns.
+CHAT_TURNS = 6
+#: Whether tokens the model writes after closing its chat turn (lockstep writing
+#: goes on until the template's next turn) are recorded: no, they are not text it
+#: will ever read; they stay in the context.
+PAST_END = False
+#: Whether self-written Hessians are shrunk towards their diagonal by their noise
+#: (:func:`shrink_hessian`): off, it measured no better (docs/quantization.md).
+SHRINK = False
 #: KV-cache bytes one sampling batch may take (it sets the batch on large models).
 CACHE_BUDGET = 256 << 20
 #: Tokens per read-back forward pass (bounds the activations and attention scores).
@@ -70,6 +82,7 @@ class HessianOps(Ops):
         self.swap: dict[str, object] = {}  # name -> the weight to multiply by instead (sequential mode)
         self.only: Optional[set] = None  # record just these, then stop the forward pass
         self.seen: set = set()
+        self.keep: Optional[np.ndarray] = None  # (batch * tokens,) bool: rows of the current batch to record
 
     def name_weight(self, name: str, w) -> None:
         self.names[id(w)] = name
@@ -99,6 +112,8 @@ class HessianOps(Ops):
                 self.counts[name] += rows_n
                 return
         rows = np.asarray(x, dtype=np.float32).reshape(-1, x.shape[-1])
+        if self.keep is not None and len(self.keep) == len(rows):
+            rows = rows[self.keep]
         acc = self.sums.get(name)
         if acc is None:
             acc = self.sums[name] = np.zeros((rows.shape[1], rows.shape[1]))
@@ -132,29 +147,59 @@ def _sample_rows(logits: np.ndarray, temperature: float, top_p: float, rng: np.r
     return np.minimum(pick, p.shape[1] - 1)
 
 
+#: One-character contents told apart in a rendered template.  Byte-level BPE can split
+#: a character into byte tokens that two contents share ("\u00a7" and "\u00b6" both
+#: start with byte 0xC2), so frames are cut where *every* pair differs.
+_PROBES = ("\u00a7", "\u00b6", "A", "z", "7")
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def _chat_frame(tokenizer) -> Optional[tuple[list[int], list[int]]]:
     """Template tokens before and after a user turn's content (through the generation
     prompt), or None without a chat template."""
     try:
-        a, b = (tokenizer.encode_chat([{"role": "user", "content": c}], add_generation_prompt=True)
-                for c in ("\u00a7", "\u00b6"))  # two one-character turns: what differs is the content
+        r = [tokenizer.encode_chat([{"role": "user", "content": c}], add_generation_prompt=True) for c in _PROBES]
     except Exception:
         return None
-    pre = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    post = next((i for i, (x, y) in enumerate(zip(a[::-1], b[::-1])) if x != y), 0)
-    return a[:pre], a[len(a) - post:]
+    pre = min(_common(r[0], x) for x in r[1:])
+    post = min(_common(r[0][::-1], x[::-1]) for x in r[1:])
+    return r[0][:pre], r[0][len(r[0]) - post:]
+
+
+def _turn_break(tokenizer) -> Optional[list[int]]:
+    """Template tokens between an assistant reply's content and the next user turn's
+    content (close the reply, open a user turn), or None if the template has no such
+    plain seam (then chats stay one turn)."""
+    def enc(reply: str, user: str) -> list[int]:
+        return tokenizer.encode_chat([{"role": "user", "content": _PROBES[0]}, {"role": "assistant", "content": reply},
+                                      {"role": "user", "content": user}], add_generation_prompt=True)
+    try:
+        a = enc(_PROBES[0], _PROBES[0])
+        replies = [enc(c, _PROBES[0]) for c in _PROBES[1:]]
+        users = [enc(_PROBES[0], c) for c in _PROBES[1:]]
+    except Exception:
+        return None
+    # a differs from ``replies`` only in the reply, from ``users`` only in the second user turn
+    reply_end = len(a) - min(_common(a[::-1], x[::-1]) for x in replies)
+    user_start = min(_common(a, x) for x in users)
+    return a[reply_end:user_start] if 0 < reply_end <= user_start else None
 
 
 def _write(model, prompt: list[int], n: int, length: int, rng, temperature: float, top_p: float,
-           middle: Optional[tuple[int, list[int]]] = None) -> list[list[int]]:
+           forced: Sequence[tuple[int, list[int]]] = ()) -> list[list[int]]:
     """``n`` continuations of ``prompt`` by ``length`` sampled tokens, all in lockstep.
 
-    ``middle = (k, ids)`` forces ``ids`` after the first ``k`` sampled tokens (a
-    chat: the user turn, then the template's close and the generation prompt).
+    Each ``(k, ids)`` of ``forced`` feeds ``ids`` after the first ``k`` sampled
+    tokens (a chat: the template's close of a user turn and the generation prompt,
+    or the seam from a reply to the next user turn).
     """
     from cactus_core.generate import KVCache, kv_dtype_for
 
-    total = len(prompt) + length + (len(middle[1]) if middle else 0)
+    at = {k: ids for k, ids in forced}
+    total = len(prompt) + length + sum(len(ids) for ids in at.values())
     dtype = kv_dtype_for(model)
     per_seq = 2 * model.n_layers * model.n_kv_heads * model.head_dim * total * np.dtype(dtype).itemsize
     batch = max(1, min(n, CACHE_BUDGET // max(per_seq, 1)))
@@ -165,10 +210,10 @@ def _write(model, prompt: list[int], n: int, length: int, rng, temperature: floa
         seqs = np.tile(np.asarray(prompt, dtype=np.int64), (b, 1))
         feed = seqs
         for step in range(length):
-            if middle is not None and step == middle[0]:
-                forced = np.tile(np.asarray(middle[1], dtype=np.int64), (b, 1))
-                seqs = np.concatenate([seqs, forced], axis=1)
-                feed = np.concatenate([feed, forced], axis=1)
+            if step in at:
+                ids = np.tile(np.asarray(at[step], dtype=np.int64), (b, 1))
+                seqs = np.concatenate([seqs, ids], axis=1)
+                feed = np.concatenate([feed, ids], axis=1)
             h = model.forward(feed, cache)
             tok = _sample_rows(model.logits(h[:, -1:, :])[:, -1], temperature, top_p, rng)
             seqs = np.concatenate([seqs, tok[:, None]], axis=1)
@@ -177,16 +222,41 @@ def _write(model, prompt: list[int], n: int, length: int, rng, temperature: floa
     return out
 
 
-def self_written_tokens(engine, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_LENGTH, seed: int = 0,
-                        temperature: float = 1.0, top_p: float = 0.95) -> list[list[int]]:
-    """Token ids of ``samples`` texts the model writes itself: half plain text of
-    ``length`` tokens from its start token, half chats (a ``USER_TOKENS`` user turn
-    it writes in the template's user slot, then ``length // 2`` tokens of its
-    reply) when it has a chat template.  ``seed`` picks the draw."""
+def _after_end(ids: list[int], sampled: np.ndarray, ends: set) -> np.ndarray:
+    """Which tokens come after the model closed its turn and before the template opens
+    the next one: once a sampled token is an end token, the rest of that sampled run
+    is what a lockstep writer makes the model say after its turn was over."""
+    out = np.zeros(len(ids), dtype=bool)
+    closed = False
+    for i, (t, fresh) in enumerate(zip(ids, sampled)):
+        if not fresh:
+            closed = False  # the template takes over again
+        elif closed:
+            out[i] = True
+        elif t in ends:
+            closed = True
+    return out
+
+
+def self_written(engine, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_LENGTH, seed: int = 0,
+                 temperature: float = 1.0, top_p: float = 0.95, turns: int = 1,
+                 past_end: bool = True) -> tuple[list[list[int]], list[np.ndarray]]:
+    """Texts the model writes itself and, per text, which tokens to record.
+
+    Half are plain text of ``length`` tokens from its start token, half chats when it
+    has a chat template: ``turns`` rounds of a ``USER_TOKENS`` user turn it writes in
+    the template's user slot, then ``length // 2`` tokens of its reply (rounds joined
+    by the template's own seam, so later rounds sit deep in a long conversation, where
+    a chat model is used).  A chat turn the model closes early is followed, in
+    lockstep, by tokens it writes after its turn was over; ``past_end=False`` leaves
+    them out of the record (the text stays, as context).  ``seed`` picks the draw.
+    """
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise QuantizationError(f"calibration samples must be a whole number >= 1, got {samples!r}")
     if isinstance(length, bool) or not isinstance(length, int) or length < 2:
         raise QuantizationError(f"calibration length must be a whole number >= 2, got {length!r}")
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
+        raise QuantizationError(f"calibration chat turns must be a whole number >= 1, got {turns!r}")
     if not temperature > 0 or not 0 < top_p <= 1:
         raise QuantizationError(f"calibration sampling needs temperature > 0 and 0 < top_p <= 1, "
                                 f"got {temperature!r}, {top_p!r}")
@@ -196,70 +266,153 @@ def self_written_tokens(engine, samples: int = DEFAULT_SAMPLES, length: int = DE
     frame = _chat_frame(tok) if samples > 1 else None
     n_chat = samples // 2 if frame else 0
     texts = _write(model, start, samples - n_chat, length, rng, temperature, top_p)
+    keep = [np.ones(len(t), dtype=bool) for t in texts]  # plain text: documents end and start, as in pretraining
     if n_chat:
         pre, post = frame
-        chats = _write(model, pre, n_chat, USER_TOKENS + length // 2, rng, temperature, top_p,
-                       middle=(USER_TOKENS, post))
+        seam = _turn_break(tok) if turns > 1 else None
+        per_round = USER_TOKENS + length // 2
+        fixed = len(pre) + len(post) + per_round
+        room = getattr(model, "max_context", None)  # later rounds must stay inside the model's positions
+        fit = 1 + max(0, ((room or 1 << 30) - fixed) // (per_round + len(post) + len(seam or ())))
+        rounds = min(turns, fit) if seam else 1
+        forced = [(USER_TOKENS, post)]
+        for r in range(1, rounds):
+            forced += [(r * per_round, seam), (r * per_round + USER_TOKENS, post)]
+        chats = _write(model, pre, n_chat, rounds * per_round, rng, temperature, top_p, forced=forced)
+        sampled = np.ones(len(chats[0]), dtype=bool)
+        sampled[: len(pre)] = False
+        for k, ids in forced:  # k sampled tokens come before each forced run
+            at = len(pre) + k + sum(len(i) for kk, i in forced if kk < k)
+            sampled[at : at + len(ids)] = False
+        ends = set(tok.eos_token_ids)
         texts += chats
-    return texts
+        keep += [np.ones(len(t), dtype=bool) if past_end else ~_after_end(t, sampled, ends) for t in chats]
+    return texts, keep
 
 
-def read_back(engine, tokens: Sequence[Sequence[int]]) -> None:
-    """Run the model over every text (no logits), equal lengths batched together."""
+def self_written_tokens(engine, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_LENGTH, seed: int = 0,
+                        temperature: float = 1.0, top_p: float = 0.95, turns: int = 1) -> list[list[int]]:
+    """Token ids of the texts :func:`self_written` makes (all of them, every token)."""
+    return self_written(engine, samples, length, seed, temperature, top_p, turns)[0]
+
+
+def read_back(engine, tokens: Sequence[Sequence[int]], keep: Optional[Sequence[np.ndarray]] = None) -> None:
+    """Run the model over every text (no logits), equal lengths batched together.
+
+    ``keep`` (per text, a bool per token) says which tokens' inputs a
+    :class:`HessianOps` records; the others are still read, as context."""
     from cactus_core.generate import KVCache, kv_dtype_for
 
-    model = engine.model
-    by_len: dict[int, list[Sequence[int]]] = {}
-    for ids in tokens:
+    model, ops = engine.model, engine.ops
+    by_len: dict[int, list[int]] = {}
+    for i, ids in enumerate(tokens):
         if len(ids) > 1:
-            by_len.setdefault(len(ids), []).append(ids)
+            by_len.setdefault(len(ids), []).append(i)
     for n, group in by_len.items():
         step = max(1, READ_TOKENS // n)
         for b0 in range(0, len(group), step):
-            ids = np.asarray(group[b0 : b0 + step], dtype=np.int64)
+            pick = group[b0 : b0 + step]
+            ids = np.asarray([tokens[i] for i in pick], dtype=np.int64)
+            if keep is not None and isinstance(ops, HessianOps):
+                ops.keep = np.concatenate([np.asarray(keep[i], dtype=bool) for i in pick])
             cache = KVCache(model.n_layers, model.n_kv_heads, model.head_dim, n, batch=len(ids),
                             dtype=kv_dtype_for(model))
             try:
                 model.forward(ids, cache)
             except StopForward:  # a sequential stage has what it needs from this batch
                 pass
+            finally:
+                if isinstance(ops, HessianOps):
+                    ops.keep = None
 
 
-def _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature):
+def _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature, turns, past_end):
     from cactus_core import plugins
     from cactus_core.engine import Engine
 
     ops = HessianOps(plugins.select_backends(backend))
     engine = Engine.load(model_dir, context_length=8, ops=ops)  # read_back makes its own caches
+    keep = None
     if tokens is None:
         if engine.generator is None:
-            return ops, engine, None
+            return ops, engine, None, None
         ops.recording = False
-        tokens = self_written_tokens(engine, samples, length, seed, temperature)
+        tokens, keep = self_written(engine, samples, length, seed, temperature,
+                                    turns=CHAT_TURNS if turns is None else turns,
+                                    past_end=PAST_END if past_end is None else past_end)
         ops.recording = True
-    return ops, engine, tokens
+    return ops, engine, tokens, keep
+
+
+def shrink_hessian(a: np.ndarray, na: int, b: np.ndarray, nb: int) -> tuple[np.ndarray, float]:
+    """``H`` of two halves' second moments ``a`` (``na`` tokens) and ``b``, its
+    off-diagonal part shrunk towards zero by as much as it is noise.
+
+    Ledoit and Wolf's shrinkage towards the diagonal: the weight
+    ``alpha = sum Var(H_ij) / sum H_ij^2`` over off-diagonal entries, with
+    the variance estimated from how much the halves (disjoint texts) disagree:
+    ``Var(H_ij) = E(a_ij - b_ij)^2 * na * nb / (na + nb)^2``.  Error feedback
+    moves rounding error into the directions ``H`` says the inputs never take;
+    where that is estimation noise, the real inputs take them.
+    """
+    h = (a * na + b * nb) / (na + nb)
+    off = ~np.eye(len(h), dtype=bool)
+    noise = float(np.sum((a - b)[off] ** 2)) * na * nb / (na + nb) ** 2
+    energy = float(np.sum(h[off] ** 2))
+    alpha = min(1.0, noise / energy) if energy > 0 else 0.0
+    out = h * (1.0 - alpha)
+    out[np.diag_indices(len(h))] = np.diag(h)
+    return out, alpha
+
+
+def _halves(ops: "HessianOps", engine, tokens, keep) -> dict[str, np.ndarray]:
+    """Hessians of all texts, each shrunk by :func:`shrink_hessian` with the even- and
+    odd-numbered texts as the two halves (each half holds both kinds of text)."""
+    pick = [list(range(0, len(tokens), 2)), list(range(1, len(tokens), 2))]
+    parts = []
+    for idx in pick:
+        ops.sums, ops.counts, ops._last = {}, {}, (None, None, 0)
+        read_back(engine, [tokens[i] for i in idx], None if keep is None else [keep[i] for i in idx])
+        parts.append((ops.hessians(), dict(ops.counts)))
+    (ha, ca), (hb, cb) = parts
+    out, done = {}, {}
+    for name in ha:
+        key = id(ha[name])  # tensors that read one input share one matrix: shrink it once
+        if key not in done:
+            done[key] = shrink_hessian(ha[name], ca[name], hb[name], cb[name])[0] if name in hb else ha[name]
+        out[name] = done[key]
+    return out
 
 
 def self_hessians(model_dir: str, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_LENGTH, seed: int = 0,
                   tokens: Optional[Sequence[Sequence[int]]] = None, backend: str = "auto",
-                  temperature: float = 1.0) -> Optional[dict[str, np.ndarray]]:
+                  temperature: float = 1.0, turns: Optional[int] = None,
+                  past_end: Optional[bool] = None, shrink: Optional[bool] = None) -> Optional[dict[str, np.ndarray]]:
     """Per linear weight name, the input Hessian while the float model reads its own text.
 
     ``tokens`` replaces the self-written text (e.g. windows of a user's
     calibration file).  Returns None when the model cannot write text (an encoder)
     and no ``tokens`` are given.  Tensors that read one input share one array.
+    ``turns`` and ``past_end`` go to :func:`self_written` (defaults
+    :data:`CHAT_TURNS`, :data:`PAST_END`); ``shrink`` (default :data:`SHRINK`)
+    shrinks each Hessian towards its diagonal by its estimated noise
+    (:func:`shrink_hessian`).
     """
-    ops, engine, tokens = _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature)
+    ops, engine, tokens, keep = _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature,
+                                                  turns, past_end)
     if tokens is None:
         return None
-    read_back(engine, tokens)
+    if (SHRINK if shrink is None else shrink) and len(tokens) >= 4:
+        return _halves(ops, engine, tokens, keep)
+    read_back(engine, tokens, keep)
     return ops.hessians()
 
 
 def sequential_quantize(model_dir: str, quantize: Callable[[str, np.ndarray], Any],
                         samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_LENGTH, seed: int = 0,
                         tokens: Optional[Sequence[Sequence[int]]] = None, backend: str = "auto",
-                        temperature: float = 1.0) -> Optional[dict[str, Any]]:
+                        temperature: float = 1.0, turns: Optional[int] = None,
+                        past_end: Optional[bool] = None) -> Optional[dict[str, Any]]:
     """GPTQ's sequential calibration: each tensor's Hessian comes from inputs computed
     through the tensors already quantized, so it can compensate their error.
 
@@ -270,7 +423,8 @@ def sequential_quantize(model_dir: str, quantize: Callable[[str, np.ndarray], An
     tensors.  Returns name -> quantized tensor (only names ``quantize`` does not
     answer None for), or None when the model cannot write text.
     """
-    ops, engine, tokens = _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature)
+    ops, engine, tokens, keep = _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature,
+                                                  turns, past_end)
     if tokens is None:
         return None
     read_back(engine, [min(tokens, key=len)])  # one short float pass: the call order and shared inputs
@@ -281,7 +435,7 @@ def sequential_quantize(model_dir: str, quantize: Callable[[str, np.ndarray], An
     for names in stages.values():
         ops.sums, ops.counts, ops._last = {}, {}, (None, None, 0)
         ops.only, ops.seen = set(names), set()
-        read_back(engine, tokens)
+        read_back(engine, tokens, keep)
         ops.only = None
         hess = ops.hessians()
         for name in names:

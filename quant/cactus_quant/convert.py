@@ -146,6 +146,8 @@ def convert(
     calibration_samples: int = DEFAULT_SAMPLES,
     calibration_seed: int = 0,
     sequential: Optional[bool] = None,
+    calibration_turns: Optional[int] = None,
+    calibration_past_end: Optional[bool] = None,
 ) -> dict:
     """Convert a Hugging Face checkpoint to a quantized bundle; returns a report dict.
 
@@ -155,7 +157,9 @@ def convert(
     texts the model writes itself (calibrate.py; data-free for encoders;
     ``calibration_seed`` picks the draw of those texts; ``sequential`` takes each
     tensor's Hessian through the tensors quantized before it, default
-    ``calibrate.SEQUENTIAL``);
+    ``calibrate.SEQUENTIAL``; ``calibration_turns`` and ``calibration_past_end``
+    shape the self-written chats, defaults ``calibrate.CHAT_TURNS`` and
+    ``calibrate.PAST_END``);
     ``self_calibrate=False`` keeps it data-free, ``True`` asks for it whatever the
     scheme.  ``quantizer`` overrides the
     registered scheme object (tests, custom settings).  ``head`` says how
@@ -210,10 +214,12 @@ def convert(
                 wanted_names = set(targets)
                 made = sequential_quantize(str(src), lambda n, h: quantizer.quantize(
                     n, _as_float(*tensors[n]), hessian=h, damp=SELF_DAMP) if n in wanted_names else None,
-                    samples=calibration_samples, seed=calibration_seed)
+                    samples=calibration_samples, seed=calibration_seed, turns=calibration_turns,
+                    past_end=calibration_past_end)
                 hessians, made = ({}, made) if made is not None else (None, {})
             else:
-                hessians = self_hessians(str(src), samples=calibration_samples, seed=calibration_seed)
+                hessians = self_hessians(str(src), samples=calibration_samples, seed=calibration_seed,
+                                         turns=calibration_turns, past_end=calibration_past_end)
             calibrated_by = "self-written text" if hessians is not None else "none (not a causal LM)"
         except CactusError as exc:  # e.g. no tokenizer: the engine cannot run it, so stay data-free
             if self_calibrate:
