@@ -126,7 +126,6 @@ int cn_decoder_block(const cn_block *b, const float *x, float *out, void *cache_
     float *buf = (float *)malloc(sizeof(float) * (size_t)(qd + 2 * kd + qd + kd + qd + D + F));
     if (!buf) return -2;
     float *qkv = buf, *qr = qkv + qd + 2 * kd, *kr = qr + qd, *att = kr + kd, *proj = att + qd, *g = proj + D;
-    /* q's first rows while x is normed and rotated; o_proj's during attention */
     int64_t t0 = __atomic_load_n(&profiling, __ATOMIC_RELAXED) ? clock_ns() : 0;
     int rc = group(b, 0, 3, x, D, b->attn_norm, qkv, -1);
     phase_end(b, PH_QKV, &t0);
