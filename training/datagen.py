@@ -52,6 +52,20 @@ CONNECTORS = [". ", " and ", ", then ", ". Also ", ", and ", " and then ", ". Af
               " and please ", ". Please also ", ", and also ", " and could you ", ". Could you also ", " along with that ",
               "; then ", ". Afterwards ", ", next ", " and additionally ", ". Additionally ", ", as well as ",
               ". Finally ", ", and then also "]
+# Train-only connectors (round 2): validation multi-call misses dropped a second or third
+# call or copied an unseen connector into a value ("the garden gate along with"); more
+# connector shapes, none of them a dealt one, teach that any joining phrase ends a span.
+TRAIN_CONNECTORS = [" together with that ", ", on top of that ", ". On top of that, ", ", besides that ",
+                    " and while you're at it ", ". While you're at it, ", ", oh and also ", ". Also, ",
+                    " and one more thing, ", ". One more thing: ", ", in addition ", ", then also ", " and next ",
+                    ". Second, ", ". Lastly, ", ", and as well ", ". Besides that, ", " and once that's done ",
+                    ". Once that's done, ", ", after which ", " + ", ", and with that done ", " and, ",
+                    ". Oh, and ", "... also ", " - also ", ", and right after ", ". Right after that, ",
+                    ", followed by ", " and lastly ", "; and "]
+TRAIN_CONNECTOR_SHARE = 0.4  # of joins in training requests; the rest use the dealt training connectors
+# Share of three-call requests among training multi requests (validation and test keep 0.2):
+# validation misses most often lost the third call of three.
+TRAIN_THREE_SHARE = 0.35
 QUESTION_WORDS = {"what", "what's", "how", "how's", "will", "is", "do", "does", "should", "am", "any", "where",
                   "who", "when", "i", "i'm", "i'd", "can", "could", "please", "we", "we're", "tell", "my", "give"}
 CATEGORIES = ("single", "multi", "oos", "missing", "chat")
@@ -106,7 +120,10 @@ def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) 
         calls.append(_call(it, args))
     user = cores[0]
     for c in cores[1:]:
-        conn = _split_choice(rng, CONNECTORS, split)
+        if split == "train" and rng.random() < TRAIN_CONNECTOR_SHARE:  # no extra draw for val / test
+            conn = rng.choice(TRAIN_CONNECTORS)
+        else:
+            conn = _split_choice(rng, CONNECTORS, split)
         user += conn + (c[0].upper() + c[1:] if conn == ". " else c)
     msgs = [{"role": "user", "content": style(user, rng, split)},
             {"role": "assistant", "content": "", "tool_calls": calls}]
@@ -151,7 +168,8 @@ def conversation(rng: random.Random, L: dict, split: str, last: str | None = Non
         if k == "single":
             plan.append([rng.choice(names)])
         elif k == "multi":
-            plan.append(rng.sample(names, rng.choices([2, 3], [0.8, 0.2])[0]))
+            three = [1 - TRAIN_THREE_SHARE, TRAIN_THREE_SHARE] if split == "train" else [0.8, 0.2]
+            plan.append(rng.sample(names, rng.choices([2, 3], three)[0]))
         elif k == "missing":
             plan.append([rng.choice(names)])
         else:

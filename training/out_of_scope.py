@@ -125,11 +125,31 @@ THEMES: list[tuple[str, str, str, str]] = [
 ]
 
 
+# Round 2, training only: more kinds in the themes whose validation kinds were most often
+# served with a tool call (ride hailing taken as make_call, social media as play_music or
+# make_call, chores and pets as make_call / web_search, uploads and subscriptions as
+# directions or notes). New wordings; none rewords a validation or test kind.
+TRAIN_ROUND2 = [
+    "book me a ride to {city}", "get an uber for {name} to the airport", "order a car to take me to {city}",
+    "send a driver to pick me up", "get me a rideshare to the stadium",
+    "add {name} as a friend on facebook", "unfollow {name} on tiktok", "block {name} on instagram",
+    "repost {name}'s story", "send {name} a friend request", "post a photo of my lunch online",
+    "mop the hallway", "iron my shirts for tomorrow", "clean the windows upstairs", "take out the recycling",
+    "fold the towels", "feed the goldfish", "groom the cat", "give the dog a bath", "take the puppy outside",
+    "upload my photos to the cloud", "attach the contract to the support ticket", "back up my laptop to the drive",
+    "sign me up for hulu", "renew my gym membership", "upgrade my streaming plan", "start a free trial of a video app",
+    "get me a plane ticket to {city}", "find a hostel in {city} for two nights", "rent a car in {city}",
+    "snap a panorama of the view", "turn on the camera flash", "shoot a slow motion video",
+]
+
+
 def kinds() -> dict[str, list[str]]:
-    """The new kinds per split: every theme's training kinds, one validation and one test kind."""
+    """The new kinds per split: every theme's training kinds (and TRAIN_ROUND2), one validation
+    and one test kind."""
     out: dict[str, list[str]] = {"train": [], "val": [], "test": []}
     for _, train, val, test in THEMES:
         out["train"] += [k.strip() for k in train.split("|")]
         out["val"].append(val)
         out["test"].append(test)
+    out["train"] += TRAIN_ROUND2
     return out

@@ -129,7 +129,11 @@ def arithmetic(rng: random.Random, split: str) -> tuple[str, str]:
             a, b = b, a
         c = a + b if op == "+" else a - b
     sym = {"+": "+", "-": "-", "*": "x"}[op]
-    return _pick(rng, ARITH_TEMPLATES[op], split).format(a=a, b=b), f"{a} {sym} {b} = {c}."
+    options = ARITH_TEMPLATES[op]
+    if split == "train":  # dealt training phrasings plus the train-only ones (val/test draw as before)
+        options = [o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == "train"] + TRAIN_ARITH[op]
+        return rng.choice(options).format(a=a, b=b), f"{a} {sym} {b} = {c}."
+    return _pick(rng, options, split).format(a=a, b=b), f"{a} {sym} {b} = {c}."
 
 
 # (user phrasings, reply) - replies are shared; phrasings split.
@@ -186,7 +190,103 @@ def chat_turn(rng: random.Random, split: str) -> tuple[str, str, str]:
         return "arithmetic", q, a
     if r < 0.8:
         phr, reply = rng.choice(SMALLTALK)
+        if split == "train":
+            dealt = [o for i, o in enumerate(phr) if SPLIT_OF_INDEX[i % 6] == "train"]
+            return "smalltalk", rng.choice(dealt + TRAIN_SMALLTALK[reply]), reply
         return "smalltalk", _pick(rng, phr, split), reply
+    if split == "train":  # train-only facts and phrasings; val/test keep their one phrasing each
+        phr, reply = rng.choice(FACTS + TRAIN_FACTS)
+        held_out = reply in TRAIN_FACT_PHRASES  # a shared fact: its phrasings 1 and 2 are val / test
+        return "fact", rng.choice(phr[:1] + TRAIN_FACT_PHRASES[reply] if held_out else phr), reply
     phr, reply = rng.choice(FACTS)
     # three phrasings per fact: 0 train, 1 val, 2 test
     return "fact", phr[{"train": 0, "val": 1, "test": 2}[split]], reply
+
+
+# --- Train-only chat phrasings (round 2) --------------------------------------------------
+# Written from the kinds of validation misses (never test): terse or imperative arithmetic
+# ("work out 7 + 5", "12*3?") and unit-like facts ("hours per week") were answered with a
+# tool call, the first number taken as a volume or a timer. These teach that a number in a
+# request does not by itself mean a tool. None equals or trivially rewords a val/test one
+# (those are ARITH_TEMPLATES / SMALLTALK / FACTS entries at positions 4 and 5 mod 6, and
+# phrasings 1 and 2 of each fact); the reply is computed, so it is always right.
+TRAIN_ARITH = {
+    "+": ["{a}+{b}", "{a} + {b} = ?", "work out {a} + {b}", "solve {a} + {b}", "evaluate {a} + {b}",
+          "{a} plus {b}?", "add up {a} and {b}", "do {a} plus {b} for me", "math: {a} + {b}", "figure out {a} plus {b}",
+          "{a} and {b} added together", "what does {a} + {b} come to", "compute the result of {a} + {b}",
+          "what does {a} plus {b} compute to", "I need you to compute how much {a} and {b} make",
+          "run the numbers: {a} + {b}", "{a} + {b}, what's the answer", "help me add {a} to {b}",
+          "total of {a} and {b}?", "crunch {a} + {b}", "answer me this: {a} plus {b}", "{a} added to {b} makes what"],
+    "-": ["{a}-{b}", "{a} - {b} = ?", "work out {a} - {b}", "solve {a} - {b}", "evaluate {a} - {b}",
+          "{a} minus {b}?", "do {a} minus {b} for me", "math: {a} - {b}", "figure out {a} minus {b}",
+          "{a} take away {b}", "how much does {a} minus {b} leave", "compute the result of {a} - {b}",
+          "what does {a} minus {b} compute to", "compute the difference between {a} and {b}",
+          "run the numbers: {a} - {b}", "{a} - {b}, what's the answer", "difference between {a} and {b}?",
+          "crunch {a} - {b}", "answer me this: {a} minus {b}", "{a} less {b} makes what"],
+    "*": ["{a}*{b}", "{a} x {b} = ?", "work out {a} x {b}", "solve {a} * {b}", "evaluate {a} * {b}",
+          "{a} times {b}?", "do {a} times {b} for me", "math: {a} x {b}", "figure out {a} times {b}",
+          "{a} multiplied by {b}", "what does {a} * {b} come to", "compute the result of {a} * {b}",
+          "what does {a} times {b} compute to", "compute how much {a} groups of {b} make", "run the numbers: {a} x {b}",
+          "{a} x {b}, what's the answer", "crunch {a} * {b}", "answer me this: {a} times {b}",
+          "{a} groups of {b} is how many", "multiply {a} and {b} together"],
+}
+
+# Extra user phrasings per SMALLTALK reply (keyed by the reply), training only.
+TRAIN_SMALLTALK = {
+    "Hello! How can I help you today?": ["hi cactus", "good afternoon", "hello again", "yo", "sup",
+                                         "hey, you there?", "hi!"],
+    "You're welcome! Anything else?": ["appreciate it", "many thanks", "that's great, thank you",
+                                       "you're a star", "much obliged", "I appreciate the help",
+                                       "thank you kindly", "ta", "thanks a bunch", "thx a lot",
+                                       "super, thank you", "you've been very helpful", "I really appreciate it",
+                                       "great job, thanks", "that helps, thanks"],
+    "I'm doing well, thanks for asking. What can I do for you?": ["how's life", "you alright?", "doing okay today?",
+                                                                  "how's the evening treating you", "how are you holding up"],
+    "I'm a small on-device assistant. I can use tools on your phone and home, and answer simple questions.":
+        ["what exactly are you", "are you a person", "what's your deal", "are you a real person?"],
+    "I can set alarms, timers and reminders, send messages, control lights and more, using the tools I'm given. "
+    "I can also do simple math.": ["what are you for", "what are you useful for", "what jobs can you do",
+                                   "give me a list of what you can do", "what are you capable of"],
+    "Goodbye! Have a great day.": ["that'll be all", "nothing else, bye", "I'm off", "ciao", "goodnight then",
+                                   "okay bye", "see you around"],
+}
+
+# Extra phrasings of the existing facts (keyed by the reply), and new facts, training only.
+TRAIN_FACT_PHRASES = {
+    "There are 7 days in a week.": ["days per week", "how many days make a week"],
+    "There are 24 hours in a day.": ["hours per day", "how many hours make a day"],
+    "An hour has 60 minutes.": ["minutes per hour", "how many minutes make an hour"],
+    "There are 12 months in a year.": ["months per year", "how many months make a year"],
+    "Water boils at 100 degrees Celsius at sea level.": ["what temp does water boil at",
+                                                         "how hot does water have to be to boil"],
+    "Water freezes at 0 degrees Celsius.": ["what temp does water freeze at",
+                                            "how cold before water turns to ice"],
+    "Jupiter is the largest planet in the solar system.": ["largest planet?", "name the biggest planet",
+                                                           "what's the biggest planet we have"],
+    "There are seven continents.": ["how many continents", "continents on earth, how many", "count the continents"],
+    "On a clear day the sky looks blue, because air scatters blue light the most.": ["what makes the sky blue"],
+    "A spider has eight legs.": ["how many legs do spiders have", "do spiders have eight legs or six"],
+    "The Sun is the closest star to Earth.": ["name the star we orbit", "which star do we go around"],
+    "A minute has 60 seconds.": ["seconds per minute", "how many seconds make a minute"],
+}
+TRAIN_FACTS = [
+    (["how many days are in a leap year", "days in a leap year", "a leap year has how many days"], "A leap year has 366 days."),
+    (["how many weeks are in a year", "weeks per year", "number of weeks in a year"], "There are 52 weeks in a year."),
+    (["how many hours are in a week", "hours per week", "a week has how many hours"], "A week has 168 hours."),
+    (["how many seconds are in an hour", "seconds per hour", "an hour has how many seconds"], "An hour has 3,600 seconds."),
+    (["how many minutes are in a day", "minutes per day", "a day has how many minutes"], "A day has 1,440 minutes."),
+    (["how many days are in a year", "days per year", "a year has how many days"], "A regular year has 365 days."),
+    (["how many sides does a triangle have", "sides on a triangle", "a triangle has how many sides"],
+     "A triangle has three sides."),
+    (["how many planets are in the solar system", "planets in the solar system", "number of planets around the sun"],
+     "There are eight planets in the solar system."),
+    (["how many letters are in the alphabet", "letters in the english alphabet", "the alphabet has how many letters"],
+     "The English alphabet has 26 letters."),
+    (["how many players are on a soccer team", "players on a soccer side", "a soccer team fields how many players"],
+     "A soccer team has 11 players on the field."),
+    (["how many strings does a guitar have", "strings on a guitar", "a standard guitar has how many strings"],
+     "A standard guitar has six strings."),
+    (["how many legs does an insect have", "legs on an insect", "an insect has how many legs"], "An insect has six legs."),
+    (["what is the smallest planet", "smallest planet in the solar system", "which planet is the smallest"],
+     "Mercury is the smallest planet in the solar system."),
+]

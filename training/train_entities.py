@@ -88,7 +88,7 @@ The Band at the End|Jo-Ann Mbeki|Bram de Wit|Ten Years After Dark|Sister Sun and
 """),
     "playlist": _split("""
 songs for the car|music to study to|sunday morning|rainy day at home|run club 5k|chill at the beach|
-dinner with friends|wake up and go|late night drive|90s hits for the gym|songs from the trip|focus and flow
+dinner party with friends|wake up and go|late night drive|90s hits for the gym|songs from the trip|focus and flow
 """),
     "room": _split("""
 upstairs hallway|downstairs bathroom|kids' room|spare room|home office|family room|back porch|front hall|
@@ -159,3 +159,55 @@ def stress_values(vals: dict, rng: random.Random, share: float) -> dict:
         surface = items[0] if len(items) == 1 else ", ".join(items[:-1]) + rng.choice([" and ", ", and "]) + items[-1]
         out["items"] = (surface, {"items": items})
     return out
+
+
+# Round 2: values shaped like the validation misses' kinds (never their words). A colon
+# inside a note or message ("gift idea: a scarf"), a value that starts with "that", "the"
+# or "for", titles of four to six words, and first words whose opening letters the models
+# dropped ("gaming", "soccer"), so only the request's structure says where a span starts
+# and ends. None ends in a filler ("for me", "when you can"): those always stay outside.
+# Appended to the pools above; same share, training only.
+STRESS2: dict[str, list[str]] = {
+    "note": _split("""
+gift idea: a scarf for Jo|wifi password: blue fox 77|film to watch: the long goodbye|
+podcast pick: the daily walk|quote of the day: keep it simple|rule one: no phones at dinner|
+to fix: the squeaky gate by the shed|idea for later: a blog about bread|for the trip: passports and chargers|
+that the boiler needs a service in May|the plumber said the pipe is fine for now|
+remember: the car is in bay 12|ask Jo about it again|lunch spot: the noodle bar by the station
+"""),
+    "msg": _split("""
+heads up: the meeting moved to 3|update: we landed safely|news: I got the flat|
+that was a great game last night|for me it works, see you then|the kids want pizza again|
+question: can you bring the ladder|reminder: your turn to drive|call me when you're free for a minute|
+I'm stuck in traffic, start without me
+"""),
+    "task": _split("""
+return the library books to the branch by the park|tell Jo about the change of plans|check the oil again|
+renew the parking permit for the street|ask the neighbour to feed the cat on the weekend|
+sort out the receipts for the tax return|pay for the school trip|book the car in for a service
+"""),
+    "title": _split("""
+planning session for the spring fair|catch-up with the design team at the office|
+drinks after work with the new starters|parents' evening at the primary school|
+the annual general meeting|soccer tournament for the under 10s|gaming night at Rowan's|
+intro call: new supplier|workshop: writing for the web|volunteer shift at the food bank
+"""),
+    "label": _split("""
+soup on low heat|gaming break|steak on the grill for Bram|phone call with the bank|
+cookies: second tray|kids off the tablet
+"""),
+    "q": _split("""
+how to get red wine out of a carpet|best time to visit Lisbon in spring|what is a good first guitar for kids|
+how long to boil an egg for a runny yolk|reviews of the new noodle bar by the station|
+cheap flights to Rome in May|symptoms of a cold versus the flu|how to say no to a friend politely
+"""),
+    "topic": _split("""
+the vote on the new stadium|prices at the pump|the teachers' strike|the heatwave in the south|
+electric scooters in the city
+"""),
+}
+for _slot, _vals in STRESS2.items():
+    STRESS[_slot] = STRESS[_slot] + _vals
+STRESS_ITEMS = STRESS_ITEMS + _split("""
+soccer socks|garlic and herb bread|gaming headset batteries|salt for the dishwasher|2 bags of ice for Friday
+""")
