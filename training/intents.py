@@ -270,6 +270,14 @@ def word_noise(text: str, intent: str, rng: random.Random, keep_words: bool) -> 
     whose wording fixes a constant argument (off, unlock, mute) and templates without
     slots only get insertions.
     """
+    for _ in range(8):  # two edits can cancel out (an insertion, then its deletion): draw again
+        out = _noised(text, intent, rng, keep_words)
+        if out != text:
+            return out
+    return out
+
+
+def _noised(text: str, intent: str, rng: random.Random, keep_words: bool) -> str:
     words = text.split(" ")
     for _ in range(rng.choice((1, 1, 2))):
         free = [i for i, w in enumerate(words) if "{" not in w and w.isalpha() and not _is_cue(w)
