@@ -80,7 +80,7 @@ def main() -> int:
     val = to_examples(work / "data" / "val.jsonl", args.val, args.seed)
     test = to_examples(work / "data" / "test.jsonl", args.test, args.seed)
     val_path = work / "val.jsonl"
-    val_path.write_text("\n".join(json.dumps({k: v for k, v in e.items() if k != "category"}) for e in val))
+    val_path.write_text("\n".join(json.dumps(e) for e in val))
 
     engine = cactus.load(args.model, backend="auto")
     if args.use_shipped_probe:
@@ -99,6 +99,7 @@ def main() -> int:
     results = {
         "model": os.path.basename(os.path.normpath(args.model)), "val_examples": len(val),
         "val_accuracy": report.get("accuracy"),  # the model's own exact rate on validation (for choosing models)
+        "val_per_category_accuracy": report.get("accuracy_by_category"),
         "test_examples": len(test), "test_accuracy": float(y.mean()),
         "probe_auroc": auroc(conf, y), "entropy_auroc": auroc(ent, y), "layer": probe.layer,
         "threshold": report["threshold"], "handoff_rate_at_threshold": float((conf < report["threshold"]).mean()),

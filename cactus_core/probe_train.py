@@ -119,6 +119,10 @@ def train(engine, data_path: str, out_dir: str, *, max_tokens: int = 96, layer: 
         "test_local_accuracy": float(y[test][local].mean()) if local.any() else None,
         "layer_cv_auroc": cv,
     }
+    cats = [ex.get("category") for ex in examples]
+    if any(c is not None for c in cats):  # labelled data: the model's exact rate per kind of request
+        report["accuracy_by_category"] = {str(c): float(y[[k == c for k in cats]].mean()) for c in sorted(
+            set(cats), key=str)}
     _write(engine.path, out_dir, probe, report, force)
     return report
 

@@ -43,7 +43,8 @@ def data(tmp_path_factory):
     for i in range(40):
         for templates, label in ((EASY, 1), (HARD, 0)):
             text = templates[i % 3].format(i + 1)
-            rows.append({"messages": [{"role": "user", "content": text}], "label": label})
+            rows.append({"messages": [{"role": "user", "content": text}], "label": label,
+                         "category": "easy" if label else "hard"})
     path.write_text("\n".join(json.dumps(r) for r in rows))
     return str(path)
 
@@ -58,6 +59,7 @@ def test_probe_train_writes_bundle_and_routes(tmp_path, data):
     assert report["examples"] == 80 and report["probe_params"] < 50_000
     assert report["probe_auroc"] > 0.8  # the prompts differ in kind: the hidden states show it
     assert 0.0 <= report["entropy_auroc"] <= 1.0
+    assert report["accuracy_by_category"] == {"easy": 1.0, "hard": 0.0}  # labelled rows: the rate per kind
     manifest = json.loads((out / "cactus.json").read_text())
     assert manifest["probe"]["file"] == "probe.safetensors" and manifest["probe"]["threshold"] == 0.7
 
