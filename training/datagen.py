@@ -62,6 +62,12 @@ TRAIN_CONNECTORS = [" together with that ", ", on top of that ", ". On top of th
                     ". Once that's done, ", ", after which ", " + ", ", and with that done ", " and, ",
                     ". Oh, and ", "... also ", " - also ", ", and right after ", ". Right after that, ",
                     ", followed by ", " and lastly ", "; and "]
+# Round 3: validation multi-call misses still copied an unseen connector into the first
+# value ("the hallway along", "spanish class along with that update..."); more shapes.
+TRAIN_CONNECTORS = TRAIN_CONNECTORS + [
+    " and in the meantime ", ", and separately ", ". Separately, ", " and at the same time ", "; meanwhile ",
+    ", and another thing: ", " and beyond that ", ", in addition to that ", ". Next up: ", " and after this ",
+    ", coupled with ", " and likewise ", ", and while we're at it ", ". Another thing: ", " also "]
 TRAIN_CONNECTOR_SHARE = 0.4  # of joins in training requests; the rest use the dealt training connectors
 # Share of three-call requests among training multi requests (validation and test keep 0.2):
 # validation misses most often lost the third call of three.
@@ -74,6 +80,8 @@ TURNS = (0.6, 0.3, 0.1)  # share of conversations with 1, 2, 3 exchanges
 
 
 def _split_choice(rng: random.Random, options: list[str], split: str) -> str:
+    if split == "train_only":  # a train-only list: every option
+        return rng.choice(options)
     return rng.choice([o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == split])
 
 
@@ -83,6 +91,17 @@ def _filler(rng: random.Random, options: list[str], split: str) -> str:
     for k, v in FILLER.items():
         pattern = pattern.replace(f"<{k}>", v)
     return realize(pattern, rng, strip=False)
+
+
+# Train-only openers (round 3): validation misses took a polite opener's first word for a
+# value ("Do" as the recipient, "a favor" as an event title). New openers, none a dealt
+# prefix, teach that whatever comes before the request is never part of a value.
+TRAIN_PREFIXES = ["be a star and ", "help me out and ", "would you do something for me? ", "favour to ask: ",
+                  "I need a hand: ", "be a dear and ", "if it's no trouble, ", "when you have a sec, ",
+                  "<hi>, be a star and ", "one thing: ", "<hi>, help me out and ", "here's one for you: ",
+                  "<name>, be a dear and ", "small favour: ", "if it isn't too much bother, ", "<hi>, a favour: ",
+                  "mind helping me out? ", "I've got a job for you: "]
+TRAIN_PREFIX_SHARE = 0.3  # of prefixed training requests; no extra draw for val / test
 
 
 #: Openers that a polite prefix turns ungrammatical ("could you don't ..."); training only,
@@ -96,7 +115,10 @@ def style(core: str, rng: random.Random, split: str, polite: bool = True) -> str
     first = core.split(" ", 1)[0].lower().strip(",:")
     if polite and rng.random() < 0.35 and first not in QUESTION_WORDS \
             and not (split == "train" and first in _NO_PREFIX):
-        text = _filler(rng, PREFIXES, split) + text
+        if split == "train" and rng.random() < TRAIN_PREFIX_SHARE:  # no extra draw for val / test
+            text = _filler(rng, TRAIN_PREFIXES, "train_only") + text
+        else:
+            text = _filler(rng, PREFIXES, split) + text
     if polite and rng.random() < 0.3:
         text += _filler(rng, SUFFIXES, split)
     if rng.random() < 0.6:

@@ -290,3 +290,24 @@ TRAIN_FACTS = [
     (["what is the smallest planet", "smallest planet in the solar system", "which planet is the smallest"],
      "Mercury is the smallest planet in the solar system."),
 ]
+
+# Round 3 (training only): terse noun-phrase facts ("X count", "X of Y") that validation
+# misses took for a timer or a web search, in new wordings of the same facts.
+_ROUND3_FACT_PHRASES = {
+    "Water boils at 100 degrees Celsius at sea level.": ["water's boiling temperature", "boiling temp for water",
+                                                         "water boils at what temperature"],
+    "Water freezes at 0 degrees Celsius.": ["water's freezing temperature", "freezing temp for water"],
+    "A spider has eight legs.": ["spider: how many legs", "legs per spider", "a spider's leg total"],
+    "There are seven continents.": ["continent count", "total continents on earth"],
+    "There are 7 days in a week.": ["week length in days", "day count of a week"],
+    "Jupiter is the largest planet in the solar system.": ["size champion among the planets"],
+    "A minute has 60 seconds.": ["second count in a minute"],
+}
+for _reply, _extra in _ROUND3_FACT_PHRASES.items():
+    TRAIN_FACT_PHRASES[_reply] = TRAIN_FACT_PHRASES[_reply] + _extra
+_ROUND3_FACT_EXTRA = {
+    "A leap year has 366 days.": ["leap year day count"], "There are eight planets in the solar system.": ["planet count"],
+    "A triangle has three sides.": ["triangle side count"], "A standard guitar has six strings.": ["guitar string count"],
+    "The English alphabet has 26 letters.": ["alphabet letter count"], "An insect has six legs.": ["legs per insect"],
+}
+TRAIN_FACTS = [(phr + _ROUND3_FACT_EXTRA.get(reply, []), reply) for phr, reply in TRAIN_FACTS]

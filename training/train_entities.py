@@ -211,3 +211,35 @@ for _slot, _vals in STRESS2.items():
 STRESS_ITEMS = STRESS_ITEMS + _split("""
 soccer socks|garlic and herb bread|gaming headset batteries|salt for the dishwasher|2 bags of ice for Friday
 """)
+
+# Round 3: values shaped like the remaining validation misses' kinds (never their words).
+# Notes and tasks that open with a verb ("measure...", "call...") or end with a day word a
+# note keeps ("... tomorrow"), phrases that open with how / what / where (so "convert how
+# ..." or "what X is in Y" cannot eat or drop a word), and longer tasks of five to seven
+# words. Appended to the pools above; same share, training only.
+STRESS3: dict[str, list[str]] = {
+    "note": _split("""
+sand the shelf before painting it|call the vet about the booster shots|check the tire pressure on Sunday|
+order more printer ink|clean the gutters before winter|swap the smoke alarm batteries|
+the recycling goes out tomorrow|Jo's flight gets in tonight|parents' evening is on Thursday|
+book the dentist for the kids|replace the shower head in the guest bath|label the freezer boxes
+"""),
+    "task": _split("""
+repot the basil and the mint on the balcony|collect the dry cleaning from the shop on the corner|
+fill in the school trip form for Lou|renew the passport before the trip in June|
+sand and paint the old bookshelf in the hall|tape up the boxes for the move
+"""),
+    "phrase": _split("""
+how is your family|how much is the fare|how old is this building|what is your name|
+what time is the last train|where do you live|when does the museum close|
+how do I get to the station|what do you recommend
+"""),
+    "who": _split("""
+Auntie May|Coach Dee|Mr. Alvarez
+"""),
+}
+for _slot, _vals in STRESS3.items():
+    STRESS[_slot] = STRESS[_slot] + _vals
+STRESS_ITEMS = STRESS_ITEMS + _split("""
+tins of tomatoes|bin bags|oat milk for Jo|AA batteries
+""")
