@@ -1,12 +1,12 @@
 #!/bin/bash
 # Retrain the shipped default model (models/spine) from nothing, in one command:
 #   training/reproduce.sh OUTDIR
-# Thirteen stages, each continuing the previous one's checkpoint, as docs/training.md lists
+# Seventeen stages, each continuing the previous one's checkpoint, as docs/training.md lists
 # them. Each stage runs the training code of the commit it was trained with (checked out
 # as a git worktree under OUTDIR), since the data generator grew between stages. Needs
 # a CUDA GPU (about 60 minutes on one H200) and the packages of requirements-test.txt.
 # A stage whose checkpoint exists is skipped, so an interrupted run picks up where it
-# stopped. Stages 3-4, 6-8 and 10-13 ran with time budgets; here they run the step counts those
+# stopped. Stages 3-4, 6-8 and 10-17 ran with time budgets; here they run the step counts those
 # budgets gave. GPU kernels are not bit-deterministic: expect the same figures within
 # run-to-run noise, not the same bytes.
 set -euo pipefail
@@ -51,4 +51,15 @@ stage 12 6b31879 --seed 14 --init "$out/11/model" --steps 2165 --lr 1e-3 "${dril
     --mix 0.45,0.25,0.12,0.06,0.12
 # stage 13: 253 more train-only structures (span edges, negations), boundary-stress values
 stage 13 18740e5 --seed 15 --init "$out/12/model" --steps 1717 --lr 1e-3 "${drills[@]}"
-echo "the checkpoint: $out/13/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
+# stage 14: stage 13 with chat back to 24% of the exchanges (session 6's wA)
+stage 14 18740e5 --seed 17 --init "$out/13/model" --steps 1991 --lr 1e-3 "${drills[@]}" \
+    --mix 0.36,0.20,0.10,0.10,0.24
+# stages 15-16: round 2 of train-only data (span edges, unseen verbs, terse chat, three-call share 35%)
+stage 15 e29bda6 --seed 21 --init "$out/14/model" --steps 1366 --lr 1e-3 "${drills[@]}" \
+    --mix 0.36,0.20,0.10,0.10,0.24
+stage 16 77edeeb --seed 23 --init "$out/15/model" --steps 1450 --lr 1e-3 "${drills[@]}" \
+    --mix 0.34,0.26,0.10,0.08,0.22
+# stage 17: round 3 (label-free timers, negative-worded do-not-disturb, recipients after openers, ...)
+stage 17 e21405a --seed 25 --init "$out/16/model" --steps 1243 --lr 7e-4 "${drills[@]}" \
+    --mix 0.40,0.22,0.10,0.08,0.20
+echo "the checkpoint: $out/17/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
