@@ -14,7 +14,9 @@ Columns: true bits per weight of the block linears, of the whole model (embeddin
 head included), mean KL(float || quant) per token with a 95% bootstrap interval over
 conversations, the mean without the 5 worst tokens (a handful of tokens where the
 float model sits on a knife edge dominate the mean on a model this small), p99, and
-perplexity change.  The ratio to MLX is also split by the float model's own NLL
+perplexity change with a paired 95% bootstrap interval over conversations (float and
+quantized NLL summed over the same resampled conversations; it covers which test
+conversations were drawn, not which calibration text: see ``--calibration-draws``).  The ratio to MLX is also split by the float model's own NLL
 of the scored token (above ``UNSURE_NLL`` = 2: entities it never saw, ~5% of the
 tokens and ~80% of any 4-bit scheme's KL on the test split), with how many tokens
 carry 80% of the row's KL (docs/quantization.md, session 6).  MLX's affine 4-bit group-64 (``mlx.core.quantize``) is the
@@ -35,6 +37,9 @@ A self-calibrated row's KL depends on which texts the model happened to write
 ``--calibration-draws K`` converts such rows K times with calibration seeds
 0..K-1 and reports each draw and the mean, spread and range of KL / MLX.  Tune
 on ``--split val`` (validation conversations); the test split is for the table.
+The test split lists its 1200 conversations by the category of their last turn
+(``training.datagen.EVAL_COUNTS``: 600 "single", then multi, oos, missing, chat), so
+``--conversations`` up to 600 takes more of one population and beyond it mixes in others.
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# after PYTHONPATH, so a frozen snapshot of cactus_core (and training) placed there wins
+sys.path.append(str(ROOT))
 
 #: label -> run_convert options ("mlx" is the outside baseline; a "self_calibrate"
 #: key calls cactus_quant's convert directly, which run_convert does not expose)
@@ -143,30 +149,47 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
 
 def scored_logprobs(engine, segments) -> list[np.ndarray]:
     """Per conversation, log-probabilities of the scored tokens' predictions (float32)."""
-    return [_log_softmax(engine.logits(ids))[pos - 1].astype(np.float32) for ids, pos in segments]
+    return [_log_softmax(np.asarray(engine.logits(ids))[pos - 1]).astype(np.float32) for ids, pos in segments]
+
+
+def bootstrap_picks(n: int, boot: int = 2000, seed: int = 0) -> np.ndarray:
+    """``boot`` resamples of ``n`` conversations (indices, with replacement)."""
+    return np.random.default_rng(seed).integers(0, n, (boot, n))
 
 
 def score(reference: list[np.ndarray], quant: list[np.ndarray], segments, boot: int = 2000) -> dict:
-    """KL(float || quant) statistics, a conversation-level bootstrap interval, perplexities."""
+    """KL(float || quant) statistics, a conversation-level bootstrap interval, perplexities.
+
+    The perplexity change gets a paired interval from the same resampled conversations
+    (float and quant NLL summed over one resample: the tokens either model finds hard are
+    shared, so the difference is much tighter than the two perplexities' own spread)."""
     kl_conv = [np.sum(np.exp(p) * (p - q), axis=-1) for p, q in zip(reference, quant)]
     nxt = [np.asarray(ids)[pos] for ids, pos in segments]
-    nll_f = sum(-p[np.arange(len(t)), t].sum() for p, t in zip(reference, nxt))
-    nll_q = sum(-q[np.arange(len(t)), t].sum() for q, t in zip(quant, nxt))
+    nll_f_conv = np.array([-p[np.arange(len(t)), t].astype(np.float64).sum() for p, t in zip(reference, nxt)])
+    nll_q_conv = np.array([-q[np.arange(len(t)), t].astype(np.float64).sum() for q, t in zip(quant, nxt)])
+    nll_f, nll_q = nll_f_conv.sum(), nll_q_conv.sum()
     kl = np.concatenate(kl_conv)
     sums, counts = np.array([k.sum() for k in kl_conv]), np.array([len(k) for k in kl_conv])
-    pick = np.random.default_rng(0).integers(0, len(kl_conv), (boot, len(kl_conv)))
+    pick = bootstrap_picks(len(kl_conv), boot)
     means = sums[pick].sum(1) / counts[pick].sum(1)
+    n_pick = counts[pick].sum(1)
+    dppl = 100.0 * (np.exp((nll_q_conv[pick].sum(1) - nll_f_conv[pick].sum(1)) / n_pick) - 1.0)
     ppl_f, ppl_q = float(np.exp(nll_f / len(kl))), float(np.exp(nll_q / len(kl)))
     # tokens the float model gets wrong (an entity it never saw) carry most of the KL:
     # their share and the KL on the rest are reported apart
     unsure = np.concatenate([-p[np.arange(len(t)), t] > UNSURE_NLL for p, t in zip(reference, nxt)])
-    return {"tokens": int(len(kl)), "kl_mean": float(kl.mean()), "kl_ci95": [float(x) for x in np.percentile(means, [2.5, 97.5])],
+    return {"tokens": int(len(kl)), "conversations": int(len(kl_conv)), "kl_mean": float(kl.mean()),
+            "kl_ci95": [float(x) for x in np.percentile(means, [2.5, 97.5])],
             "kl_trim5": float(np.sort(kl)[:-5].mean()), "kl_p99": float(np.quantile(kl, 0.99)),
             "unsure_tokens": int(unsure.sum()), "kl_sum_unsure": float(kl[unsure].sum()),
             "kl_sum_sure": float(kl[~unsure].sum()),
             "kl_tokens_for_80pct": int(np.searchsorted(np.cumsum(np.sort(kl)[::-1]) / max(kl.sum(), 1e-30), 0.8) + 1),
             "perplexity_float": ppl_f, "perplexity_quant": ppl_q, "perplexity_delta_pct": 100.0 * (ppl_q / ppl_f - 1.0),
-            "kl_sum_per_conversation": [float(x) for x in sums]}
+            "perplexity_delta_ci95": [float(x) for x in np.percentile(dppl, [2.5, 97.5])],
+            "kl_sum_per_conversation": [float(x) for x in sums],
+            "tokens_per_conversation": [int(x) for x in counts],
+            "nll_float_per_conversation": [float(x) for x in nll_f_conv],
+            "nll_quant_per_conversation": [float(x) for x in nll_q_conv]}
 
 
 def paired_ratio(rows: list[dict], base: dict, boot: int = 2000) -> None:
@@ -174,7 +197,7 @@ def paired_ratio(rows: list[dict], base: dict, boot: int = 2000) -> None:
     for both at once (the tokens where any 4-bit scheme slips are shared, so the
     ratio is far tighter than the two separate intervals suggest)."""
     b = np.asarray(base["kl_sum_per_conversation"])
-    pick = np.random.default_rng(1).integers(0, len(b), (boot, len(b)))
+    pick = bootstrap_picks(len(b), boot, seed=1)
     for r in rows:
         a = np.asarray(r["kl_sum_per_conversation"])
         ratios = a[pick].sum(1) / np.maximum(b[pick].sum(1), 1e-30)
@@ -199,6 +222,7 @@ def draw_summary(results: list[dict]) -> list[dict]:
             continue
         s = {"row": row, "draws": len(rs), "kl_mean": float(np.mean([r["kl_mean"] for r in rs])),
              "ppl_delta_pct_mean": float(np.mean([r["perplexity_delta_pct"] for r in rs])),
+             "ppl_delta_pct_sd": float(np.std([r["perplexity_delta_pct"] for r in rs], ddof=1)),
              "convert_seconds_mean": float(np.mean([r["convert_seconds"] for r in rs]))}
         if all("kl_ratio_to_mlx" in r for r in rs):
             ratios = np.array([r["kl_ratio_to_mlx"] for r in rs])
@@ -269,19 +293,20 @@ def main() -> int:
         results.append({"scheme": label, "row": row, "calibration_seed": seed, "bpw": bpw, "model_bpw": model_bpw,
                         "convert_seconds": convert_s, "seconds": time.time() - t, **q})
         print(f"{label:<22} {bpw:.3f} bpw  KL {q['kl_mean']:.4f} [{q['kl_ci95'][0]:.4f}, {q['kl_ci95'][1]:.4f}]  "
-              f"trim5 {q['kl_trim5']:.4f}  ppl {q['perplexity_delta_pct']:+.2f}%  "
+              f"trim5 {q['kl_trim5']:.4f}  ppl {q['perplexity_delta_pct']:+.2f}% "
+              f"[{q['perplexity_delta_ci95'][0]:+.2f}, {q['perplexity_delta_ci95'][1]:+.2f}]  "
               f"(convert {convert_s:.0f}s, {time.time() - t:.0f}s)", flush=True)
         shutil.rmtree(out, ignore_errors=True)
     mlx = next((r for r in results if r["scheme"].startswith("MLX")), None)
     if mlx is not None:
         paired_ratio(results, mlx)
     r0 = results[0]
-    print(f"\nfloat perplexity {r0['perplexity_float']:.3f} on {r0['tokens']} held-out tokens "
-          f"({args.split} split); {time.time() - t0:.0f}s in all")
+    print(f"\nfloat perplexity {r0['perplexity_float']:.3f} on {r0['tokens']} held-out tokens of "
+          f"{r0['conversations']} conversations ({args.split} split); {time.time() - t0:.0f}s in all")
     print("| scheme | bits/w (blocks) | bits/w (model) | KL mean | 95% CI | KL / MLX (paired 95% CI) "
           f"| / MLX, float NLL <= {UNSURE_NLL:g} | / MLX, above | tokens for 80% of KL | KL w/o worst 5 | KL p99 "
-          "| ppl | Δppl |")
-    print("| --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| ppl | Δppl | Δppl 95% CI (paired) |")
+    print("| --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in results:
         ratio = (f"{r['kl_ratio_to_mlx']:.2f} ({r['kl_ratio_ci95'][0]:.2f}-{r['kl_ratio_ci95'][1]:.2f})"
                  if "kl_ratio_to_mlx" in r else "-")
@@ -289,18 +314,19 @@ def main() -> int:
         print(f"| {r['scheme']} | {r['bpw']:.3f} | {r['model_bpw']:.3f} | {r['kl_mean']:.4f} | "
               f"{r['kl_ci95'][0]:.4f}-{r['kl_ci95'][1]:.4f} | {ratio} | {split_ratio} | {r['kl_tokens_for_80pct']} | "
               f"{r['kl_trim5']:.4f} | {r['kl_p99']:.3f} | "
-              f"{r['perplexity_quant']:.3f} | {r['perplexity_delta_pct']:+.2f}% |")
+              f"{r['perplexity_quant']:.3f} | {r['perplexity_delta_pct']:+.2f}% | "
+              f"{r['perplexity_delta_ci95'][0]:+.2f}% to {r['perplexity_delta_ci95'][1]:+.2f}% |")
     summary = draw_summary(results)
     if summary:
         print(f"\n| row | draws | KL mean | KL / MLX: mean ± sd (min-max) | float NLL <= {UNSURE_NLL:g} | above "
-              "| Δppl mean | convert s (mean) |")
-        print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+              "| Δppl mean ± sd | convert s (mean) |")
+        print("| --- | ---: | ---: | --- | ---: | ---: | --- | ---: |")
         for s in summary:
             ratio = (f"{s['kl_ratio_mean']:.2f} ± {s['kl_ratio_sd']:.2f} ({s['kl_ratio_min']:.2f}-"
                      f"{s['kl_ratio_max']:.2f})" if "kl_ratio_mean" in s else "-")
             parts = (f"{s['kl_ratio_sure_mean']:.2f} | {s['kl_ratio_unsure_mean']:.2f}" if "kl_ratio_mean" in s
                      else "- | -")
-            print(f"| {s['row']} | {s['draws']} | {s['kl_mean']:.4f} | {ratio} | {parts} | {s['ppl_delta_pct_mean']:+.2f}% | "
+            print(f"| {s['row']} | {s['draws']} | {s['kl_mean']:.4f} | {ratio} | {parts} | {s['ppl_delta_pct_mean']:+.2f}% ± {s['ppl_delta_pct_sd']:.2f} | "
                   f"{s['convert_seconds_mean']:.0f} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": results, "draws": summary}, indent=2))

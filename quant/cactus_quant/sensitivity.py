@@ -86,14 +86,46 @@ def self_generated_chats(engine, samples: int = 4, length: int = 64, seed: int =
     return chats
 
 
+class CalibrationTexts(list):
+    """Token ids of calibration texts (a list, so any caller can take it as one) with
+    :attr:`keep`: per text, a bool per token, whether the model's output at that token
+    counts (None: every token).  Self-written chats the model closes early go on, in
+    lockstep, with text it writes after its turn was over; those tokens stay as
+    context but are not scored (:func:`cactus_quant.calibrate.self_written`)."""
+
+    keep: Optional[list[np.ndarray]] = None
+
+
+#: Whether :func:`calibration_tokens` (the mixed plans' KL sensitivity, GPTQ and
+#: ``--calibrate``) samples CQ4's calibration text (:func:`cactus_quant.calibrate.self_written`:
+#: six-round chats in the fixed chat frame, after-turn tokens not scored) instead of
+#: the one-round sampler below.  Off: measured on stage 13 it lowered the KL of
+#: CQ3.26 and CQ2.54 (0.84x, 0.74x) and CQ3.26's perplexity change (+2.70% to +0.19%),
+#: but raised CQ2.54's (+1.43% to +5.19%) and made measuring 4-5x slower, one draw
+#: each (docs/quantization.md, session 7).
+SELF_WRITTEN_TEXT = False
+
+
 def calibration_tokens(engine, samples: int = 8, length: int = 128, text: Optional[str] = None,
                        seed: int = 0) -> list[list[int]]:
     """Token ids to calibrate on: windows of ``text`` when given, else self-generated
-    text plus (for chat models) self-generated chats, half each."""
+    text plus (for chat models) self-generated chats, half each.  With
+    :data:`SELF_WRITTEN_TEXT`, the self-generated part is the text ``cactus convert
+    --bits 4`` calibrates on (:func:`cactus_quant.calibrate.self_written`: half plain
+    text of ``length`` tokens, half chats of ``calibrate.CHAT_TURNS`` rounds in the
+    model's chat template), returned as :class:`CalibrationTexts` whose ``keep``
+    leaves out what a chat writes after closing its turn (``calibrate.PAST_END``)."""
     if text is not None:
         ids = engine.tokenizer.encode(text)
         wins = [ids[i : i + length] for i in range(0, max(len(ids) - length, 0) + 1, length)]
         return [w for w in wins if len(w) > 1][: max(samples, 1)] or [ids]
+    if SELF_WRITTEN_TEXT:
+        from .calibrate import CHAT_TURNS, PAST_END, self_written
+
+        texts, keep = self_written(engine, samples, length, seed, turns=CHAT_TURNS, past_end=PAST_END)
+        out = CalibrationTexts(texts)
+        out.keep = keep
+        return out
     chats = self_generated_chats(engine, samples // 2, length // 2, seed + 100) if samples > 1 else []
     return self_generated_tokens(engine, samples - len(chats), length, seed) + chats
 
@@ -117,7 +149,8 @@ class KLSensitivity:
 
     ``quantize(name, bits) -> QuantizedTensor`` makes the tensor (called once
     per pair; results stay in :attr:`tensors`).  ``tokens``: the texts to score
-    (default: :func:`self_generated_tokens`).
+    (default: :func:`self_generated_tokens`; :func:`calibration_tokens` gives the
+    texts ``cactus convert`` measures on, with the positions to score).
     """
 
     def __init__(self, model_dir: str, quantize: Callable[[str, int], Any],
@@ -131,17 +164,24 @@ class KLSensitivity:
         self.engine = Engine.load(model_dir, context_length=longest + 8, ops=self.ops)
         self.tokens = [list(t) for t in tokens] if tokens is not None else self_generated_tokens(
             self.engine, samples, length)
+        keep = getattr(tokens, "keep", None)  # CalibrationTexts: score only the kept positions
+        #: per text, which of its next-token predictions count (the output at a kept token)
+        self.scored = [np.asarray(k, dtype=bool)[:-1] for k in keep] if keep is not None else None
         self.quantize = quantize
         self.progress = progress
-        self.reference = [_log_softmax(self.engine.logits(ids))[:-1] for ids in self.tokens]
+        self.reference = [self._scored(i, _log_softmax(self.engine.logits(ids))[:-1])
+                          for i, ids in enumerate(self.tokens)]
         self.tensors: dict[tuple[str, int], Any] = {}
         self.costs: dict[tuple[str, int], float] = {}
+
+    def _scored(self, i: int, lp: np.ndarray) -> np.ndarray:
+        return lp if self.scored is None else lp[self.scored[i]]
 
     def kl(self) -> float:
         """Mean KL of the engine as currently swapped against the float reference."""
         total, count = 0.0, 0
-        for ids, lp in zip(self.tokens, self.reference):
-            lq = _log_softmax(self.engine.logits(ids))[:-1]
+        for i, (ids, lp) in enumerate(zip(self.tokens, self.reference)):
+            lq = self._scored(i, _log_softmax(self.engine.logits(ids))[:-1])
             total += float(np.sum(np.exp(lp) * (lp - lq)))
             count += len(lp)
         return total / max(count, 1)

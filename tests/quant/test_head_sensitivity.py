@@ -112,3 +112,34 @@ def test_a_tied_head_written_twice_is_stored_once(src, tmp_path):
     assert twice["bundle_bytes"] == once["bundle_bytes"]
     np.testing.assert_array_equal(cactus.load(str(tmp_path / "twice"), backend="numpy_ref").logits(IDS),
                                   cactus.load(str(tmp_path / "once"), backend="numpy_ref").logits(IDS))
+
+
+def test_mixed_plans_can_measure_on_the_cq4_calibration_text(src, monkeypatch):
+    """With SELF_WRITTEN_TEXT (off by default) and no --calibration-text, the KL
+    sensitivity reads the text CQ4 calibrates on (calibrate.self_written: plain texts,
+    then chats of CHAT_TURNS rounds) and scores only the positions CQ4 records (not
+    what a chat writes after closing its turn)."""
+    from cactus_quant import sensitivity
+    from cactus_quant.calibrate import CHAT_TURNS, PAST_END, self_written
+    from cactus_quant.sensitivity import CalibrationTexts
+
+    monkeypatch.setattr(sensitivity, "SELF_WRITTEN_TEXT", True)
+    engine = cactus.load(src, backend="numpy_ref", context_length=256)
+    tokens = calibration_tokens(engine, samples=4, length=16, seed=3)
+    texts, keep = self_written(engine, 4, 16, 3, turns=CHAT_TURNS, past_end=PAST_END)
+    assert isinstance(tokens, CalibrationTexts) and [list(t) for t in tokens] == texts
+    assert all(np.array_equal(a, b) for a, b in zip(tokens.keep, keep))
+    assert len(tokens[-1]) > 16 * CHAT_TURNS  # the chats have their rounds
+    from cactus_core.weights import load_weights
+
+    w = load_weights(src)
+    q = MixedCQQuantizer("cq3.26", 3.26)
+    name = "model.layers.0.mlp.down_proj.weight"
+    scored = KLSensitivity(src, lambda n, b: q.inner[b].quantize(n, w[n]), tokens=tokens, backend="numpy_ref")
+    assert [len(r) for r in scored.reference] == [int(k[:-1].sum()) for k in tokens.keep]
+    every = KLSensitivity(src, lambda n, b: scored.tensors[(n, b)], tokens=[list(t) for t in tokens],
+                          backend="numpy_ref")
+    assert [len(r) for r in every.reference] == [len(t) - 1 for t in tokens]
+    assert scored(name, 2) > 0 and every(name, 2) > 0
+    assert calibration_tokens(engine, samples=2, length=8, text="hello there " * 20) == \
+        [engine.tokenizer.encode("hello there " * 20)[i : i + 8] for i in range(0, 16, 8)]
