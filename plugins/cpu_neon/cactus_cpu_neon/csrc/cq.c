@@ -340,6 +340,7 @@ static void rotate_rows(const void *c, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = a->x + r * a->K;
         float *o = a->out + r * a->K;
+        if (cn_rotate_avx512(xr, a->signs, a->K, a->block, o)) continue;
         int64_t k = 0;
         for (; k + 4 <= a->K; k += 4) vst1q_f32(o + k, vmulq_f32(vld1q_f32(xr + k), vld1q_f32(a->signs + k)));
         for (; k < a->K; k++) o[k] = xr[k] * a->signs[k];

@@ -36,6 +36,7 @@ CN_INLINE int32x4_t put4(float32x4_t v, float inv, int8_t *o) {
 /* Row m of the rotated x into xq / xf / xsum (see cn_cq_i8_args). */
 static void quantize_x(const float *x, int64_t K, int64_t group, const int d, float cb_scale, int8_t *xq,
                        float *xf, int32_t *xsum) {
+    if (cn_cq_quantize_x_avx512(x, K, group, d, cb_scale, xq, xf, xsum)) return;
     const int64_t C = group / d, nch = (C + 63) / 64;
     for (int64_t g = 0; g < K / group; g++) {
         const float *xg = x + g * group;

@@ -268,10 +268,17 @@ CN_INLINE __m512i i8_lookup(const __m512i *t, __m512i c, const int bits) {
  * loads).  One row at a time: two rows side by side (sharing x's loads) ran
  * as fast from cache but at half the speed from DRAM, where two interleaved
  * streams defeat the hardware prefetcher (7.4 against 15 GB/s of codes on
- * one core, 128 MiB of codes); a software prefetch 512 bytes ahead adds a
- * little more.  The per-group factors (weight scale x xf) are made 16 groups
+ * one core, 128 MiB of codes).  A software prefetch I8_PREFETCH bytes ahead
+ * keeps more lines in flight than the hardware prefetcher does: 4096 bytes
+ * against 512 took 128 MiB of CQ4 codes from 12.4 to 15-16 GB/s on one core
+ * and from 26-27 to 31-32 GB/s on two (docs/cpu_neon.md, Session 7); past
+ * the end of a thread's rows it fetches lines a neighbour reads (past the
+ * matrix, nothing: a prefetch never faults).  The
+ * per-group factors (weight scale x xf) are made 16 groups
  * at a time, and the -128 sum(x) offset is folded into them: per row, sum
  * over groups of factor * -128 sum(x), one FMA per 16 groups. */
+#define I8_PREFETCH 4096
+
 CN_INLINE float i8_row(const cn_cq_i8_args *a, const i8_tables *z, int64_t n, const int bits, const int d,
                        const int full) {
     const int64_t ng = a->K / a->group, C = a->group / d;
@@ -291,7 +298,7 @@ CN_INLINE float i8_row(const cn_cq_i8_args *a, const i8_tables *z, int64_t n, co
             for (int64_t c = 0; c < C; c += 64) {
                 const int8_t *xq = a->xq + (g * a->nch + c / 64) * 64 * d;
                 const int64_t v = g * C + c;
-                _mm_prefetch((const char *)(row + v * bits / 8 + 512), _MM_HINT_T0);
+                _mm_prefetch((const char *)(row + v * bits / 8 + I8_PREFETCH), _MM_HINT_T0);
                 const __m512i codes = i8_codes(row, v, full ? 64 : CN_MIN(64, C - c), bits);
                 for (int e = 0; e < d; e++)
                     acc = _mm512_dpbusd_epi32(acc, i8_lookup(z->t[e], codes, bits), _mm512_loadu_si512(xq + 64 * e));

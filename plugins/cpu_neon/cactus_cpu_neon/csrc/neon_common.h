@@ -327,6 +327,18 @@ void cn_affine_gemv_avx512(const float *x, const float *xe, const float *xo, con
 
 /* In-place orthonormal Walsh-Hadamard transform of one block of bs values (rowwise.c). */
 void cn_fwht_block(float *v, int64_t bs);
+/* The same on AVX-512 (prologue_avx512.c), bit for bit; 0 when it does not
+ * apply (no AVX-512, or bs not a power of two >= 32) and v is untouched. */
+int cn_fwht_avx512(float *v, int64_t bs);
+/* x * signs rotated per block of bs into out (cq.c's rotation of one row), the same way. */
+int cn_rotate_avx512(const float *x, const float *signs, int64_t K, int64_t bs, float *out);
+/* rowwise.c's SiLU (times up[i] when up is given) on AVX-512, bit for bit,
+ * over a whole number of 16-float vectors: returns how many values it did. */
+int64_t cn_silu_avx512(const float *x, const float *up, float *out, int64_t n);
+/* cq_i8.c's quantization of x on AVX-512 (prologue_avx512.c), bit for bit;
+ * 0 when it does not apply (no AVX-512, or groups not whole 16-code runs). */
+int cn_cq_quantize_x_avx512(const float *x, int64_t K, int64_t group, int d, float cb_scale, int8_t *xq, float *xf,
+                            int32_t *xsum);
 
 /* Softmax of one row in place or out of place (rowwise.c); an all -inf row gives zeros. */
 void cn_softmax_row(const float *x, float *out, int64_t n);
