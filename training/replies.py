@@ -10,8 +10,10 @@ from .intents import SPLIT_OF_INDEX
 from .tools import CAPABILITY
 
 
-def _pick(rng: random.Random, options: list, split: str):
-    return rng.choice([o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == split])
+def _pick(rng: random.Random, options: list, split: str, train_only: list = ()):
+    """One of the options dealt to ``split``; training also draws from ``train_only``."""
+    dealt = [o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == split]
+    return rng.choice(dealt + list(train_only) if split == "train" else dealt)
 
 
 def tool_result(name: str, args: dict, rng: random.Random) -> tuple[dict, str]:
@@ -129,11 +131,7 @@ def arithmetic(rng: random.Random, split: str) -> tuple[str, str]:
             a, b = b, a
         c = a + b if op == "+" else a - b
     sym = {"+": "+", "-": "-", "*": "x"}[op]
-    options = ARITH_TEMPLATES[op]
-    if split == "train":  # dealt training phrasings plus the train-only ones (val/test draw as before)
-        options = [o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == "train"] + TRAIN_ARITH[op]
-        return rng.choice(options).format(a=a, b=b), f"{a} {sym} {b} = {c}."
-    return _pick(rng, options, split).format(a=a, b=b), f"{a} {sym} {b} = {c}."
+    return _pick(rng, ARITH_TEMPLATES[op], split, TRAIN_ARITH[op]).format(a=a, b=b), f"{a} {sym} {b} = {c}."
 
 
 # (user phrasings, reply) - replies are shared; phrasings split.
@@ -190,10 +188,7 @@ def chat_turn(rng: random.Random, split: str) -> tuple[str, str, str]:
         return "arithmetic", q, a
     if r < 0.8:
         phr, reply = rng.choice(SMALLTALK)
-        if split == "train":
-            dealt = [o for i, o in enumerate(phr) if SPLIT_OF_INDEX[i % 6] == "train"]
-            return "smalltalk", rng.choice(dealt + TRAIN_SMALLTALK[reply]), reply
-        return "smalltalk", _pick(rng, phr, split), reply
+        return "smalltalk", _pick(rng, phr, split, TRAIN_SMALLTALK[reply]), reply
     if split == "train":  # train-only facts and phrasings; val/test keep their one phrasing each
         phr, reply = rng.choice(FACTS + TRAIN_FACTS)
         held_out = reply in TRAIN_FACT_PHRASES  # a shared fact: its phrasings 1 and 2 are val / test
