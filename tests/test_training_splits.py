@@ -311,3 +311,23 @@ def test_stress_entities_stay_out_of_validation_and_test(tmp_path):
     hits, total = stress_args(on / "train.jsonl")
     assert 0.1 < hits / total < 0.35, (hits, total)  # mixed in, the ordinary values stay dominant
     assert stress_args(off / "train.jsonl")[0] == 0
+
+
+# The published test split (seed 0) that every accuracy in docs/ was measured on. Changing
+# training data or validation must never move it; a deliberate change updates this digest
+# and says so in docs/training.md.
+PUBLISHED_TEST_SHA256 = "68d1a02cba97728651d38b0b35a4c3d5666eb2f970a809774b1798938d215286"
+
+
+def test_published_test_split_is_unchanged(tmp_path):
+    import hashlib
+    datagen.generate(tmp_path, seed=0, n_train=10, n_val=10)
+    assert hashlib.sha256((tmp_path / "test.jsonl").read_bytes()).hexdigest() == PUBLISHED_TEST_SHA256
+
+
+def test_retired_validation_structures_now_train():
+    for tool in TOOLS:
+        retired = [p for i, p in enumerate(intents.TEMPLATES[tool]) if i % 6 == intents.RETIRED_VAL]
+        train = intents.templates_for(tool, "train")
+        assert retired and all(p in train for p in retired), tool
+        assert not set(map(_text, intents.templates_for(tool, "test"))) & set(map(_text, train)), tool

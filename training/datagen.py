@@ -16,7 +16,7 @@ import os
 import random
 from pathlib import Path
 
-from .intents import SPLIT_OF_INDEX, fill
+from .intents import dealt, fill
 from .phrasing import realize
 from .lexicon import LANGUAGES, legacy_oos_draws, split_lists
 from .replies import REFUSAL_OOS, chat_turn, refusal_missing, tool_result
@@ -82,7 +82,7 @@ TURNS = (0.6, 0.3, 0.1)  # share of conversations with 1, 2, 3 exchanges
 def _split_choice(rng: random.Random, options: list[str], split: str) -> str:
     if split == "train_only":  # a train-only list: every option
         return rng.choice(options)
-    return rng.choice([o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == split])
+    return rng.choice(dealt(options, split))
 
 
 def _filler(rng: random.Random, options: list[str], split: str) -> str:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import random
 
 from . import surfaces as S
-from .intents import SPLIT_OF_INDEX
+from .intents import dealt
 from .tools import CAPABILITY
 
 
 def _pick(rng: random.Random, options: list, split: str, train_only: list = ()):
     """One of the options dealt to ``split``; training also draws from ``train_only``."""
-    dealt = [o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == split]
-    return rng.choice(dealt + list(train_only) if split == "train" else dealt)
+    own = dealt(options, split)
+    return rng.choice(own + list(train_only) if split == "train" else own)
 
 
 def tool_result(name: str, args: dict, rng: random.Random) -> tuple[dict, str]:
