@@ -17,16 +17,16 @@ from training import datagen, intents, out_of_scope, phrasing, replies  # noqa: 
 from training.lexicon import split_lists  # noqa: E402
 from training.tools import TOOLS  # noqa: E402
 from training.train_patterns import ROUND2, ROUND3, TRAIN_ONLY  # noqa: E402
+from training.val_fresh import VAL_ARITH, VAL_FACTS, VAL_SMALLTALK  # noqa: E402
 
-from test_training_splits import _COPIED, _fills, _normalised, _text  # noqa: E402
+from test_training_splits import _COPIED, _fills, _held_out, _normalised, _text  # noqa: E402
 
 
 def _held_out_surfaces(normalise) -> set[str]:
     held = set()
     for tool in TOOLS:
-        for i, p in enumerate(intents.TEMPLATES[tool]):
-            if intents.SPLIT_OF_INDEX[i % 6] != "train":
-                held.update(normalise(x.lower()) for x in phrasing.expand(_text(p)))
+        for p in _held_out(tool):
+            held.update(normalise(x.lower()) for x in phrasing.expand(_text(p)))
     return held
 
 
@@ -85,14 +85,19 @@ def test_optional_arguments_only_when_said(monkeypatch):
                 assert arg not in args, (p, args)
 
 
-def _held_chat() -> set[str]:
+def _held_chat(splits=("val", "test")) -> set[str]:
+    """The chat phrasings the held-out splits draw from: validation's own (val_fresh.py),
+    and the test offset and each fact's third phrasing."""
     held = set()
-    for opts in replies.ARITH_TEMPLATES.values():
-        held |= {o for i, o in enumerate(opts) if intents.SPLIT_OF_INDEX[i % 6] != "train"}
-    for phr, _ in replies.SMALLTALK:
-        held |= {o for i, o in enumerate(phr) if intents.SPLIT_OF_INDEX[i % 6] != "train"}
-    for phr, _ in replies.FACTS:
-        held |= set(phr[1:])
+    if "val" in splits:
+        held |= {o for opts in VAL_ARITH.values() for o in opts} | set(VAL_FACTS.values())
+        held |= {o for opts in VAL_SMALLTALK.values() for o in opts}
+    if "test" in splits:
+        for opts in replies.ARITH_TEMPLATES.values():
+            held |= {o for i, o in enumerate(opts) if intents.SPLIT_OF_INDEX[i % 6] == "test"}
+        for phr, _ in replies.SMALLTALK:
+            held |= {o for i, o in enumerate(phr) if intents.SPLIT_OF_INDEX[i % 6] == "test"}
+        held |= {phr[2] for phr, _ in replies.FACTS}
     return {re.sub(r"\{[ab]\}", "N", h.lower()) for h in held}
 
 
@@ -107,8 +112,9 @@ def test_train_only_chat_is_new_and_held_out_draws_are_unchanged():
     assert not {x.lower() for x in new} & old
     assert set(replies.TRAIN_SMALLTALK) == {r for _, r in replies.SMALLTALK}
     assert set(replies.TRAIN_FACT_PHRASES) == {r for _, r in replies.FACTS}
-    held = _held_chat()
+    assert not {re.sub(r"\{[ab]\}", "N", x.lower()) for x in new} & _held_chat()
     for split in ("val", "test"):
+        held = _held_chat((split,))
         rng = random.Random(3)
         for _ in range(500):
             _, q, _ = replies.chat_turn(rng, split)

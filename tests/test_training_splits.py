@@ -21,12 +21,19 @@ from training import datagen, intents, out_of_scope, phrasing, replies  # noqa: 
 from training.lexicon import split_lists  # noqa: E402
 from training.tools import TOOLS  # noqa: E402
 from training.train_patterns import TRAIN_ONLY  # noqa: E402
+from training.val_fresh import VAL_PATTERNS  # noqa: E402
 
 SPLITS = ("train", "val", "test")
 
 
 def _text(pattern) -> str:
     return pattern if isinstance(pattern, str) else pattern[0]
+
+
+def _held_out(tool: str) -> list:
+    """A tool's held-out structures: validation's own (val_fresh.py) and the test offset."""
+    return VAL_PATTERNS[tool] + [p for i, p in enumerate(intents.TEMPLATES[tool])
+                                 if intents.SPLIT_OF_INDEX[i % 6] == "test"]
 
 
 def test_every_split_has_its_own_twenty_oos_kinds():
@@ -96,7 +103,8 @@ def test_train_only_patterns_are_many_new_and_only_in_training():
         for s in ("val", "test"):
             held = intents.templates_for(tool, s)
             assert not any(p in held for p in extra), (tool, s)
-            assert held == [p for i, p in enumerate(intents.TEMPLATES[tool]) if intents.SPLIT_OF_INDEX[i % 6] == s]
+            assert held == (VAL_PATTERNS[tool] if s == "val" else
+                            [p for i, p in enumerate(intents.TEMPLATES[tool]) if intents.SPLIT_OF_INDEX[i % 6] == s])
 
 
 def test_train_only_sentences_never_render_in_validation_or_test():
@@ -105,8 +113,10 @@ def test_train_only_sentences_never_render_in_validation_or_test():
     held, dealt_train = set(), set()
     for tool in TOOLS:
         for i, p in enumerate(intents.TEMPLATES[tool]):
-            surfaces = {x.lower() for x in phrasing.expand(_text(p))}
-            (dealt_train if intents.SPLIT_OF_INDEX[i % 6] == "train" else held).update(surfaces)
+            if intents.SPLIT_OF_INDEX[i % 6] == "train":  # the retired validation offset included
+                dealt_train.update(x.lower() for x in phrasing.expand(_text(p)))
+        for p in _held_out(tool):
+            held.update(x.lower() for x in phrasing.expand(_text(p)))
     for tool, pats in TRAIN_ONLY.items():
         for p in pats:
             surfaces = {x.lower() for x in phrasing.expand(_text(p))}
@@ -202,9 +212,8 @@ def test_every_tool_gets_ten_new_structures_unlike_any_held_out_one():
     held = set()
     for tool in TOOLS:
         assert len(_NEW[tool]) >= 10, tool
-        for i, p in enumerate(intents.TEMPLATES[tool]):
-            if intents.SPLIT_OF_INDEX[i % 6] != "train":
-                held.update(_normalised(x) for x in phrasing.expand(_text(p)))
+        for p in _held_out(tool):
+            held.update(_normalised(x) for x in phrasing.expand(_text(p)))
     for tool, pats in _NEW.items():
         for p in pats:
             assert all(x in TRAIN_ONLY[tool] for x in pats)

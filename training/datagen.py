@@ -22,6 +22,7 @@ from .lexicon import LANGUAGES, legacy_oos_draws, split_lists
 from .replies import REFUSAL_OOS, chat_turn, refusal_missing, tool_result
 from .tools import TOOLS, canonical
 from .train_entities import STRESS_SHARE
+from .val_fresh import VAL_CONNECTORS, VAL_PREFIXES, VAL_SUFFIXES
 
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are a voice assistant on a phone. Keep answers short.",
                   "You are Cactus, an on-device assistant.", "You help the user with their phone and smart home."]
@@ -79,15 +80,16 @@ MIX = (0.40, 0.22, 0.10, 0.10, 0.18)  # share of each category per exchange
 TURNS = (0.6, 0.3, 0.1)  # share of conversations with 1, 2, 3 exchanges
 
 
-def _split_choice(rng: random.Random, options: list[str], split: str) -> str:
+def _split_choice(rng: random.Random, options: list[str], split: str, val: list[str] | None = None) -> str:
+    """One option for ``split`` (intents.dealt; ``val`` is validation's fresh list)."""
     if split == "train_only":  # a train-only list: every option
         return rng.choice(options)
-    return rng.choice(dealt(options, split))
+    return rng.choice(dealt(options, split, val))
 
 
-def _filler(rng: random.Random, options: list[str], split: str) -> str:
+def _filler(rng: random.Random, options: list[str], split: str, val: list[str] | None = None) -> str:
     """A prefix or suffix: a split's pattern with its filler words drawn from the shared classes."""
-    pattern = _split_choice(rng, options, split)
+    pattern = _split_choice(rng, options, split, val)
     for k, v in FILLER.items():
         pattern = pattern.replace(f"<{k}>", v)
     return realize(pattern, rng, strip=False)
@@ -118,9 +120,9 @@ def style(core: str, rng: random.Random, split: str, polite: bool = True) -> str
         if split == "train" and rng.random() < TRAIN_PREFIX_SHARE:  # no extra draw for val / test
             text = _filler(rng, TRAIN_PREFIXES, "train_only") + text
         else:
-            text = _filler(rng, PREFIXES, split) + text
+            text = _filler(rng, PREFIXES, split, VAL_PREFIXES) + text
     if polite and rng.random() < 0.3:
-        text += _filler(rng, SUFFIXES, split)
+        text += _filler(rng, SUFFIXES, split, VAL_SUFFIXES)
     if rng.random() < 0.6:
         text = text[0].upper() + text[1:]
     if rng.random() < 0.5 and text[-1] not in "!?.":
@@ -145,7 +147,7 @@ def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) 
         if split == "train" and rng.random() < TRAIN_CONNECTOR_SHARE:  # no extra draw for val / test
             conn = rng.choice(TRAIN_CONNECTORS)
         else:
-            conn = _split_choice(rng, CONNECTORS, split)
+            conn = _split_choice(rng, CONNECTORS, split, VAL_CONNECTORS)
         user += conn + (c[0].upper() + c[1:] if conn == ". " else c)
     msgs = [{"role": "user", "content": style(user, rng, split)},
             {"role": "assistant", "content": "", "tool_calls": calls}]

@@ -2,8 +2,8 @@
 
 A template names slots ({time}, {who}...); the call's arguments are exactly the
 slots the template uses (plus constant arguments the wording fixes, like
-state="off"). Templates are dealt to train/val/test by position, so the test split
-only ever sees phrasings the model was not trained on.
+state="off"). Templates are dealt to train/test by position, so the test split only
+ever sees phrasings the model was not trained on; validation has its own (val_fresh.py).
 """
 from __future__ import annotations
 
@@ -15,27 +15,32 @@ from .phrasing import front_adjunct, realize
 from .templates import PATTERNS
 from .train_entities import stress_values
 from .train_patterns import TRAIN_ONLY
+from .val_fresh import VAL_PATTERNS
 
 T = str | tuple[str, dict]
 TEMPLATES: dict[str, list[T]] = PATTERNS
 
-SPLIT_OF_INDEX = {0: "train", 1: "train", 2: "train", 3: "train", 4: "val", 5: "test"}
-# Sessions 1-7 chose models on offset 4, and data rounds 2-3 were written from its misses, so it
-# stopped measuring generalisation. From session 8 offset 4 trains too.
-RETIRED_VAL = 4
+# Offsets 0-4 of every 6 train, offset 5 is test. Sessions 1-7 chose models on offset 4,
+# and data rounds 2-3 were written from its misses, so it stopped measuring generalisation:
+# from session 8 it trains too, and validation has material of its own (val_fresh.py).
+SPLIT_OF_INDEX = {0: "train", 1: "train", 2: "train", 3: "train", 4: "train", 5: "test"}
+RETIRED_VAL = 4  # the offset that was validation until session 7
 
 
-def dealt(options: list, split: str) -> list:
-    """The options a split draws from, by position: offset 5 of every 6 is test; training
-    takes offsets 0-3 and the retired validation offset 4."""
-    return [o for i, o in enumerate(options)
-            if SPLIT_OF_INDEX[i % 6] == split or (split == "train" and i % 6 == RETIRED_VAL)]
+def dealt(options: list, split: str, val: list | None = None) -> list:
+    """What a split draws from: training and test take their offsets of ``options``
+    (SPLIT_OF_INDEX); validation takes only ``val``, its fresh list from val_fresh.py."""
+    if split == "val":
+        if val is None:  # no silent fallback onto options that now train
+            raise ValueError("validation draws from a fresh list (val_fresh.py), not from dealt options")
+        return list(val)
+    return [o for i, o in enumerate(options) if SPLIT_OF_INDEX[i % 6] == split]
 
 
 def templates_for(intent: str, split: str) -> list[T]:
     """Templates of one split (see dealt); training also gets the tool's train-only
     patterns (train_patterns.py)."""
-    own = dealt(TEMPLATES[intent], split)
+    own = dealt(TEMPLATES[intent], split, VAL_PATTERNS[intent])
     return own + TRAIN_ONLY.get(intent, []) if split == "train" else own
 
 

@@ -1,6 +1,7 @@
 """Everything the assistant says without a tool: tool results and the replies that follow
 them, refusals, arithmetic, small talk and short facts. User phrasings are split like the
-tool templates (every 6th from offset 4 val, offset 5 test)."""
+tool templates (every 6th from offset 5 test, the rest train; validation has its own,
+val_fresh.py)."""
 from __future__ import annotations
 
 import random
@@ -8,11 +9,13 @@ import random
 from . import surfaces as S
 from .intents import dealt
 from .tools import CAPABILITY
+from .val_fresh import VAL_ARITH, VAL_FACTS, VAL_SMALLTALK
 
 
-def _pick(rng: random.Random, options: list, split: str, train_only: list = ()):
-    """One of the options dealt to ``split``; training also draws from ``train_only``."""
-    own = dealt(options, split)
+def _pick(rng: random.Random, options: list, split: str, train_only: list = (), val: list | None = None):
+    """One of the options for ``split`` (intents.dealt, ``val`` validation's fresh list);
+    training also draws from ``train_only``."""
+    own = dealt(options, split, val)
     return rng.choice(own + list(train_only) if split == "train" else own)
 
 
@@ -131,7 +134,7 @@ def arithmetic(rng: random.Random, split: str) -> tuple[str, str]:
             a, b = b, a
         c = a + b if op == "+" else a - b
     sym = {"+": "+", "-": "-", "*": "x"}[op]
-    return _pick(rng, ARITH_TEMPLATES[op], split, TRAIN_ARITH[op]).format(a=a, b=b), f"{a} {sym} {b} = {c}."
+    return _pick(rng, ARITH_TEMPLATES[op], split, TRAIN_ARITH[op], VAL_ARITH[op]).format(a=a, b=b), f"{a} {sym} {b} = {c}."
 
 
 # (user phrasings, reply) - replies are shared; phrasings split.
@@ -188,14 +191,15 @@ def chat_turn(rng: random.Random, split: str) -> tuple[str, str, str]:
         return "arithmetic", q, a
     if r < 0.8:
         phr, reply = rng.choice(SMALLTALK)
-        return "smalltalk", _pick(rng, phr, split, TRAIN_SMALLTALK[reply]), reply
+        return "smalltalk", _pick(rng, phr, split, TRAIN_SMALLTALK[reply], VAL_SMALLTALK[reply]), reply
     if split == "train":  # train-only facts and phrasings; val/test keep their one phrasing each
         phr, reply = rng.choice(FACTS + TRAIN_FACTS)
-        held_out = reply in TRAIN_FACT_PHRASES  # a shared fact: its phrasings 1 and 2 are val / test
-        return "fact", rng.choice(phr[:1] + TRAIN_FACT_PHRASES[reply] if held_out else phr), reply
+        held_out = reply in TRAIN_FACT_PHRASES  # a shared fact: its phrasing 2 is test
+        return "fact", rng.choice(phr[:2] + TRAIN_FACT_PHRASES[reply] if held_out else phr), reply
     phr, reply = rng.choice(FACTS)
-    # three phrasings per fact: 0 train, 1 val, 2 test
-    return "fact", phr[{"train": 0, "val": 1, "test": 2}[split]], reply
+    # three phrasings per fact: 0 and 1 (validation until session 7) train, 2 test;
+    # validation has one of its own
+    return "fact", VAL_FACTS[reply] if split == "val" else phr[2], reply
 
 
 # --- Train-only chat phrasings (round 2) --------------------------------------------------

@@ -2,7 +2,8 @@
 
 Each entry is a pattern, or (pattern, constant arguments) when the wording fixes an
 argument (state="off"). Patterns are dealt to splits by position in intents.py:
-every 6th from offset 4 is validation, from offset 5 test, the rest train. Each
+every 6th from offset 5 is test, the rest train (offset 4 was validation until session 7;
+validation now has its own, val_fresh.py). Each
 pattern is a sentence *structure*; the word classes in <...> and the alternatives in
 (...) vary the words inside it.
 
