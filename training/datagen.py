@@ -22,6 +22,7 @@ from .lexicon import LANGUAGES, legacy_oos_draws, split_lists
 from .replies import REFUSAL_OOS, chat_turn, refusal_missing, tool_result
 from .tools import TOOLS, canonical
 from .train_entities import STRESS_SHARE
+from .train_round4 import ROUND4_CONNECTORS, ROUND4_PREFIXES
 from .val_fresh import VAL_CONNECTORS, VAL_PREFIXES, VAL_SUFFIXES
 
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are a voice assistant on a phone. Keep answers short.",
@@ -69,6 +70,9 @@ TRAIN_CONNECTORS = TRAIN_CONNECTORS + [
     " and in the meantime ", ", and separately ", ". Separately, ", " and at the same time ", "; meanwhile ",
     ", and another thing: ", " and beyond that ", ", in addition to that ", ". Next up: ", " and after this ",
     ", coupled with ", " and likewise ", ", and while we're at it ", ". Another thing: ", " also "]
+# Round 4 (training/train_round4.py): validation multi-call misses glued a fresh connector
+# into the next value ("sorted lunch with Laura") and dropped calls after one.
+TRAIN_CONNECTORS = TRAIN_CONNECTORS + ROUND4_CONNECTORS
 TRAIN_CONNECTOR_SHARE = 0.4  # of joins in training requests; the rest use the dealt training connectors
 # Share of three-call requests among training multi requests (validation and test keep 0.2):
 # validation misses most often lost the third call of three.
@@ -103,6 +107,7 @@ TRAIN_PREFIXES = ["be a star and ", "help me out and ", "would you do something 
                   "<hi>, be a star and ", "one thing: ", "<hi>, help me out and ", "here's one for you: ",
                   "<name>, be a dear and ", "small favour: ", "if it isn't too much bother, ", "<hi>, a favour: ",
                   "mind helping me out? ", "I've got a job for you: "]
+TRAIN_PREFIXES = TRAIN_PREFIXES + ROUND4_PREFIXES  # round 4 (train_round4.py)
 TRAIN_PREFIX_SHARE = 0.3  # of prefixed training requests; no extra draw for val / test
 
 

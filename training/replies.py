@@ -310,3 +310,12 @@ _ROUND3_FACT_EXTRA = {
     "The English alphabet has 26 letters.": ["alphabet letter count"], "An insect has six legs.": ["legs per insect"],
 }
 TRAIN_FACTS = [(phr + _ROUND3_FACT_EXTRA.get(reply, []), reply) for phr, reply in TRAIN_FACTS]
+
+# Round 4 (training/train_round4.py): greetings and thanks that validation misses took for a
+# destination or a contact, and "suppose I ..." sums.
+from .train_round4 import ROUND4_ARITH, ROUND4_SMALLTALK  # noqa: E402
+
+for _reply, _extra in ROUND4_SMALLTALK.items():
+    TRAIN_SMALLTALK[_reply] = TRAIN_SMALLTALK[_reply] + _extra
+for _op, _extra in ROUND4_ARITH.items():
+    TRAIN_ARITH[_op] = TRAIN_ARITH[_op] + _extra

@@ -243,3 +243,12 @@ for _slot, _vals in STRESS3.items():
 STRESS_ITEMS = STRESS_ITEMS + _split("""
 tins of tomatoes|bin bags|oat milk for Jo|AA batteries
 """)
+
+# Round 4 (values in training/train_round4.py): tasks opening with a tool verb, titles and
+# queries opening with function words, phrases opening with here / there / do, values
+# holding a joining word, and rooms, doors and places with odd edges.
+from .train_round4 import STRESS4, STRESS4_ITEMS  # noqa: E402
+
+for _slot, _vals in STRESS4.items():
+    STRESS[_slot] = STRESS.get(_slot, []) + _vals
+STRESS_ITEMS = STRESS_ITEMS + STRESS4_ITEMS

@@ -853,3 +853,10 @@ ROUND3: dict[str, list] = {
 
 for _tool, _extra in ROUND3.items():
     TRAIN_ONLY[_tool] = TRAIN_ONLY[_tool] + _extra
+
+# Round 4 (training/train_round4.py, a file of its own): from the kinds of the stage-17
+# model's misses on own draws of the fresh validation split.
+from .train_round4 import ROUND4  # noqa: E402
+
+for _tool, _extra in ROUND4.items():
+    TRAIN_ONLY[_tool] = TRAIN_ONLY[_tool] + _extra
