@@ -1,12 +1,12 @@
 #!/bin/bash
 # Retrain the shipped default model (models/spine) from nothing, in one command:
 #   training/reproduce.sh OUTDIR
-# Seventeen stages, each continuing the previous one's checkpoint, as docs/training.md lists
+# Eighteen stages, each continuing the previous one's checkpoint, as docs/training.md lists
 # them. Each stage runs the training code of the commit it was trained with (checked out
 # as a git worktree under OUTDIR), since the data generator grew between stages. Needs
 # a CUDA GPU (about 60 minutes on one H200) and the packages of requirements-test.txt.
 # A stage whose checkpoint exists is skipped, so an interrupted run picks up where it
-# stopped. Stages 3-4, 6-8 and 10-17 ran with time budgets; here they run the step counts those
+# stopped. Stages 3-4, 6-8 and 10-18 ran with time budgets; here they run the step counts those
 # budgets gave. GPU kernels are not bit-deterministic: expect the same figures within
 # run-to-run noise, not the same bytes.
 set -euo pipefail
@@ -62,4 +62,8 @@ stage 16 77edeeb --seed 23 --init "$out/15/model" --steps 1450 --lr 1e-3 "${dril
 # stage 17: round 3 (label-free timers, negative-worded do-not-disturb, recipients after openers, ...)
 stage 17 e21405a --seed 25 --init "$out/16/model" --steps 1243 --lr 7e-4 "${drills[@]}" \
     --mix 0.40,0.22,0.10,0.08,0.20
-echo "the checkpoint: $out/17/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
+# stage 18: stage 17 on round 4 (span edges on unfamiliar values, new verbs, polarity wordings, joins),
+# with the retired validation structures training too; chosen on the fresh validation split (session 8's tD)
+stage 18 2aca9fc --seed 39 --init "$out/17/model" --steps 1775 --lr 1e-3 "${drills[@]}" \
+    --mix 0.40,0.22,0.10,0.08,0.20
+echo "the checkpoint: $out/18/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
