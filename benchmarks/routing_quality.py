@@ -68,6 +68,9 @@ def main() -> int:
     ap.add_argument("--use-shipped-probe", action="store_true", help="measure the bundle's probe; train nothing")
     ap.add_argument("--png", default=str(ROOT / "docs" / "img" / "routing_quality.png"))
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--val-synth", type=float, default=0.6,
+                    help="share of invented names and word salad in validation (0.6: the published split; "
+                         "0: drawn like test, which has none)")
     args = ap.parse_args()
 
     import cactus_core as cactus
@@ -76,7 +79,7 @@ def main() -> int:
     from training.datagen import generate
 
     work = Path(tempfile.mkdtemp(prefix="cactus-routing-"))
-    generate(work / "data", seed=args.seed, n_train=0, n_val=max(args.val, 1))
+    generate(work / "data", seed=args.seed, n_train=0, n_val=max(args.val, 1), val_synth=args.val_synth)
     val = to_examples(work / "data" / "val.jsonl", args.val, args.seed)
     test = to_examples(work / "data" / "test.jsonl", args.test, args.seed)
     val_path = work / "val.jsonl"

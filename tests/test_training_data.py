@@ -152,6 +152,24 @@ def test_mix_and_turns_change_only_the_training_split(tmp_path):
     assert all(sum(m["role"] == "user" for m in c["messages"]) == 3 for c in convs)
 
 
+def test_val_synth_redraws_only_validation_and_uses_only_lexicon_values(tmp_path):
+    """val_synth=0 (a probe's training set drawn like test) moves validation alone, and its
+    free-text values then come from the validation lists, never invented."""
+    base, real = tmp_path / "base", tmp_path / "real"
+    datagen.generate(base, seed=8, n_train=40, n_val=200)
+    datagen.generate(real, seed=8, n_train=40, n_val=200, val_synth=0.0)
+    for split in ("train", "test"):
+        assert (base / f"{split}.jsonl").read_text() == (real / f"{split}.jsonl").read_text()
+    assert (base / "val.jsonl").read_text() != (real / "val.jsonl").read_text()
+    names = set(split_lists()["val"]["first_names"]) | set(split_lists()["val"]["relations"])
+    names |= {r.split(" ", 1)[1] for r in names if r.startswith(("my ", "the "))}
+    for line in open(real / "val.jsonl"):
+        for call in _calls(json.loads(line)):
+            who = call["arguments"].get("contact") or call["arguments"].get("recipient")
+            if who:
+                assert who in names or who.split(" ")[0] in names or any(c.isdigit() for c in who), who
+
+
 def test_phrase_and_context_drills_change_only_training(tmp_path):
     """--phrase puts function words inside invented free text, --context puts a clause
     before requests; neither reaches validation or test, and the calls stay exact."""

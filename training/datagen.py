@@ -254,7 +254,7 @@ EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 
 def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6, front: float = 0.0,
              noise: float = 0.0, mix: tuple | None = None, turns: tuple | None = None,
              token_words: list[str] | None = None, phrase: float = 0.0, context: float = 0.0,
-             stress: float = STRESS_SHARE) -> dict:
+             stress: float = STRESS_SHARE, val_synth: float = 0.6) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
@@ -262,7 +262,8 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
     (category shares, see MIX) and turns (shares of 1-3 exchanges, see TURNS) change the
     training split only, so validation and test stay the published sentences. stress: share
     of slot draws swapped for a boundary-stress value (train_entities.py), training only; on
-    by default, as the train-only patterns are.
+    by default, as the train-only patterns are. val_synth: share of invented values in
+    validation (0.6, the published split; 0 draws validation like test, e.g. for a probe).
     """
     out.mkdir(parents=True, exist_ok=True)
     lists = split_lists()
@@ -272,7 +273,7 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         lists[s]["_oos_draws"] = draws[s]
         # invented names and word salad only where we train and tune, never in test
         # (validation keeps the default share, so runs with other --synth stay comparable on it)
-        lists[s]["_synth"] = {"train": synth, "val": 0.6, "test": 0.0}[s]
+        lists[s]["_synth"] = {"train": synth, "val": val_synth, "test": 0.0}[s]
         lists[s]["_tokens"] = token_words if s != "test" else None
         lists[s]["_front"] = front if s == "train" else 0.0  # fronted time/day/place adjuncts
         lists[s]["_noise"] = noise if s == "train" else 0.0  # word-noise drill: training only
