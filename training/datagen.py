@@ -16,6 +16,7 @@ import os
 import random
 from pathlib import Path
 
+from . import compose
 from .intents import dealt, fill
 from .phrasing import realize
 from .lexicon import LANGUAGES, legacy_oos_draws, split_lists
@@ -143,8 +144,12 @@ def _call(name: str, args: dict) -> dict:
 def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) -> list[dict]:
     """user request -> assistant tool calls -> tool responses -> assistant summary."""
     cores, calls = [], []
-    for it in intents:
-        text, args = fill(it, rng, L, split)
+    for i, it in enumerate(intents):
+        if L.get("_compose") and rng.random() < L["_compose"]:  # training only; no draw when off
+            # a lead-in only before the first request, a trailing modifier only after the last
+            text, args = compose.fill(it, rng, L, lead=i == 0, tail=i == len(intents) - 1)
+        else:
+            text, args = fill(it, rng, L, split)
         cores.append(text)
         calls.append(_call(it, args))
     user = cores[0]
@@ -254,7 +259,7 @@ EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 
 def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6, front: float = 0.0,
              noise: float = 0.0, mix: tuple | None = None, turns: tuple | None = None,
              token_words: list[str] | None = None, phrase: float = 0.0, context: float = 0.0,
-             stress: float = STRESS_SHARE, val_synth: float = 0.6) -> dict:
+             stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
@@ -264,6 +269,8 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
     of slot draws swapped for a boundary-stress value (train_entities.py), training only; on
     by default, as the train-only patterns are. val_synth: share of invented values in
     validation (0.6, the published split; 0 draws validation like test, e.g. for a probe).
+    compose: share of training single- and multi-call requests given a composed structure
+    (compose.py) instead of a pattern; 0 (default) makes no draw, so all splits stay as before.
     """
     out.mkdir(parents=True, exist_ok=True)
     lists = split_lists()
@@ -279,6 +286,7 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         lists[s]["_noise"] = noise if s == "train" else 0.0  # word-noise drill: training only
         lists[s]["_phrase"] = phrase if s == "train" else 0.0  # function words inside invented values
         lists[s]["_context"] = context if s == "train" else 0.0  # a clause before the request
+        lists[s]["_compose"] = compose if s == "train" else 0.0  # composed structures (compose.py)
         lists[s]["_stress"] = stress if s == "train" else 0.0  # boundary-stress values (train_entities.py)
         lists[s]["_mix"] = mix if s == "train" else None
         lists[s]["_turns"] = turns if s == "train" else None

@@ -323,6 +323,12 @@ def fill(intent: str, rng: random.Random, L: dict, split: str) -> tuple[str, dic
         text = front_adjunct(text) or text
     if L.get("_context") and rng.random() < L["_context"]:  # training split only (datagen)
         text = context_clause(rng, L) + rng.choice((", ", ". ", ", so ", " so ", "; ")) + text
+    return fill_slots(intent, text, const, rng, L)
+
+
+def fill_slots(intent: str, text: str, const: dict, rng: random.Random, L: dict) -> tuple[str, dict]:
+    """Fill a template's slots with drawn values: (user text, arguments). Shared by fill and
+    compose.fill, so both draw plain, invented and stress values the same way."""
     vals = slot_values(rng, L)
     args: dict = dict(const)
     surf = {}

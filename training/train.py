@@ -236,6 +236,8 @@ def main(argv=None) -> None:
                     help="share of invented-value draws whose free text holds function words (at, to, is it)")
     ap.add_argument("--context", type=float, default=0.0,
                     help="share of training requests after a clause that carries no argument")
+    ap.add_argument("--compose", type=float, default=0.0,
+                    help="share of training tool requests built compositionally (training/compose.py) instead of from a pattern")
     ap.add_argument("--mix", type=_shares, default=None,
                     help="training shares of single,multi,oos,missing,chat exchanges (default 0.40,0.22,0.10,0.10,0.18)")
     ap.add_argument("--turns", type=_shares, default=None,
@@ -279,7 +281,7 @@ def main(argv=None) -> None:
                      and len(p.lstrip("Ġ")) >= 2})
     stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None,
                              front=args.front, noise=args.noise, synth=args.synth, mix=args.mix, turns=args.turns,
-                             phrase=args.phrase, context=args.context)
+                             phrase=args.phrase, context=args.context, compose=args.compose)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len)
