@@ -16,7 +16,7 @@ import os
 import random
 from pathlib import Path
 
-from . import compose
+from . import compose as composer  # not "compose": generate() has a share of that name
 from .intents import dealt, fill
 from .phrasing import realize
 from .lexicon import LANGUAGES, legacy_oos_draws, split_lists
@@ -147,7 +147,7 @@ def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) 
     for i, it in enumerate(intents):
         if L.get("_compose") and rng.random() < L["_compose"]:  # training only; no draw when off
             # a lead-in only before the first request, a trailing modifier only after the last
-            text, args = compose.fill(it, rng, L, lead=i == 0, tail=i == len(intents) - 1)
+            text, args = composer.fill(it, rng, L, lead=i == 0, tail=i == len(intents) - 1)
         else:
             text, args = fill(it, rng, L, split)
         cores.append(text)
