@@ -51,13 +51,19 @@ _POLARITY = {
 }
 
 
-def test_round3_polarity_cases():
-    for tool, cases in _POLARITY.items():
+def assert_polarity(patterns: dict, polarity: dict) -> None:
+    """Each hand-labelled sentence is rendered by some pattern of ``patterns``, and every
+    pattern rendering it carries the labelled constant arguments."""
+    for tool, cases in polarity.items():
         for sentence, want in cases.items():
-            hits = [p for p in ROUND3[tool] if not isinstance(p, str)
+            hits = [p for p in patterns[tool] if not isinstance(p, str)
                     and sentence.lower() in {x.lower() for x in phrasing.expand(_text(p))}]
             assert hits, (tool, sentence)
             assert all(p[1] == want for p in hits), (sentence, hits)
+
+
+def test_round3_polarity_cases():
+    assert_polarity(ROUND3, _POLARITY)
     for p in ROUND3["set_volume"]:
         if isinstance(p, tuple):
             up = "up" in p[0] or "top" in p[0] or "high" in p[0] or "max" in p[0] or "full" in p[0]

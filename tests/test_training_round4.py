@@ -21,6 +21,7 @@ from training.train_round4 import ROUND4  # noqa: E402
 from training.val_fresh import VAL_CONNECTORS, VAL_PREFIXES  # noqa: E402
 
 from test_training_round2 import _held_chat  # noqa: E402
+from test_training_round3 import assert_polarity  # noqa: E402
 from test_training_splits import _fills, _text  # noqa: E402
 
 
@@ -87,12 +88,7 @@ _POLARITY = {
 
 
 def test_round4_polarity_cases():
-    for tool, cases in _POLARITY.items():
-        for sentence, want in cases.items():
-            hits = [p for p in ROUND4[tool] if not isinstance(p, str)
-                    and sentence.lower() in {x.lower() for x in phrasing.expand(_text(p))}]
-            assert hits, (tool, sentence)
-            assert all(p[1] == want for p in hits), (sentence, hits)
+    assert_polarity(ROUND4, _POLARITY)
     for tool in ("lock_door", "set_do_not_disturb", "set_lights"):  # every on/off wording is labelled
         assert all(not isinstance(p, str) for p in ROUND4[tool]), tool
 
