@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from training import datagen, intents, lexicon, phrasing, replies, train_entities, train_round4  # noqa: E402
+from training import datagen, intents, lexicon, replies, train_entities, train_round4  # noqa: E402
 from training.lexicon import split_lists  # noqa: E402
 from training.templates import DND_OFF, DND_ON, LOCK, OFF, ON, UNLOCK  # noqa: E402
 from training.train_patterns import ROUND2, ROUND3, TRAIN_ONLY  # noqa: E402
