@@ -74,4 +74,4 @@ def test_cli_gives_one_line_errors(members, tmp_path, capsys):
     assert err.startswith("error: ") and "no model.safetensors" in err and "\n" not in err
     assert not (tmp_path / "x").exists()
     assert soup.main(["--out", str(tmp_path / "ok"), *map(str, members)]) == 0
-    assert (tmp_path / "ok" / "model.safetensors").is_file()
+    assert (tmp_path / "ok" / "model" / "model.safetensors").is_file()

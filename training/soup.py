@@ -1,6 +1,6 @@
 """Average several fine-tunes of one checkpoint into one (a uniform "model soup").
 
-    python -m training.soup --out runs/soup/model RUN_A/model RUN_B/model [...]
+    python -m training.soup --out runs/soup RUN_A/model RUN_B/model [...]   # writes runs/soup/model
 
 Runs that start from the same checkpoint and train briefly on different draws of the
 data land in one basin, so their mean weights are a model too, and on structures no
@@ -86,15 +86,15 @@ def soup(members: list[Path], out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True, help="run folder; the checkpoint goes to OUT/model, as training.train's")
     ap.add_argument("members", type=Path, nargs="+")
     args = ap.parse_args(argv)
     try:
-        soup(args.members, args.out)
+        soup(args.members, args.out / "model")
     except (SoupError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"wrote {args.out} (mean of {len(args.members)} checkpoints)")
+    print(f"wrote {args.out / 'model'} (mean of {len(args.members)} checkpoints)")
     return 0
 
 
