@@ -1,12 +1,12 @@
 #!/bin/bash
 # Retrain the shipped default model (models/spine) from nothing, in one command:
 #   training/reproduce.sh OUTDIR
-# Eighteen stages, each continuing the previous one's checkpoint, as docs/training.md lists
-# them. Each stage runs the training code of the commit it was trained with (checked out
+# Nineteen stages, each continuing the previous one's checkpoint, as docs/training.md lists
+# them; the last is the mean of four short runs from stage 18 (training.soup). Each stage runs the training code of the commit it was trained with (checked out
 # as a git worktree under OUTDIR), since the data generator grew between stages. Needs
 # a CUDA GPU (about 60 minutes on one H200) and the packages of requirements-test.txt.
 # A stage whose checkpoint exists is skipped, so an interrupted run picks up where it
-# stopped. Stages 3-4, 6-8 and 10-18 ran with time budgets; here they run the step counts those
+# stopped. Stages 3-4, 6-8, 10-18 and stage 19's runs ran with time budgets; here they run the step counts those
 # budgets gave. GPU kernels are not bit-deterministic: expect the same figures within
 # run-to-run noise, not the same bytes.
 set -euo pipefail
@@ -66,4 +66,14 @@ stage 17 e21405a --seed 25 --init "$out/16/model" --steps 1243 --lr 7e-4 "${dril
 # with the retired validation structures training too; chosen on the fresh validation split (session 8's tD)
 stage 18 2aca9fc --seed 39 --init "$out/17/model" --steps 1775 --lr 1e-3 "${drills[@]}" \
     --mix 0.40,0.22,0.10,0.08,0.20
-echo "the checkpoint: $out/18/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
+# stage 19: a uniform soup of four short runs from stage 18 on their own draws: 19a is round 4 as in
+# stage 18 (session 8's uA), 19b-d add composed requests (training/compose.py) at three shares
+# (session 9's vB, vC, vD); chosen on the fresh validation split, where it beat every member
+member() { stage "19$1" "$2" --seed "$3" --init "$out/18/model" --steps "$4" --lr 7e-4 "${drills[@]}" \
+    --mix 0.40,0.22,0.10,0.08,0.20 "${@:5}"; }
+member a da45d2e 41 1614
+member b 18872a9 53 941 --compose 0.35
+member c 18872a9 55 929 --compose 0.5
+member d 18872a9 57 945 --compose 0.7
+step 19 0ef6bad training.soup "$out"/19a/model "$out"/19b/model "$out"/19c/model "$out"/19d/model
+echo "the checkpoint: $out/19/model (models/spine ships it, plus the probe: benchmarks/routing_quality.py --write-probe)"
