@@ -7,6 +7,10 @@
 # scores $BASELINE when set). Afterwards the KEEP variants with the most exact answers
 # on validation keep their checkpoints; every log and evaluation goes into one
 # results.tgz, since the device returns at most 8 files.
+# With SOUP=1 the mean of every run's checkpoint (training.soup) is made there too, scored
+# on the first SOUP_VAL (800) conversations of the seed-0 validation split
+# (soup/val_eval.json) and always kept: a checkpoint is two files, so KEEP 2 leaves room
+# for it. It adds about 90 s.
 set -uo pipefail
 outdir=$1; keep=$2; shift 2
 gpu=0
@@ -22,6 +26,24 @@ for spec in "$@"; do
     gpu=$((gpu + 1))
 done
 wait
+if [ -n "${SOUP:-}" ]; then
+    members=(); soup_tmp=$(mktemp -d); n_val=${SOUP_VAL:-800}
+    mkdir -p "$outdir/soup"
+    for d in "$outdir"/*/; do
+        parts=("$d"model.tgz.part-*)
+        [ -e "${parts[0]}" ] || continue
+        name=$(basename "$d")
+        mkdir -p "$soup_tmp/$name" && cat "${parts[@]}" | tar -xzf - -C "$soup_tmp/$name" && members+=("$soup_tmp/$name/model")
+        echo "$name" >> "$outdir/soup/members.txt"
+    done
+    if python -m training.soup --out "$soup_tmp/soup" "${members[@]}" > "$outdir/soup/soup.log" 2>&1; then
+        python -m training.datagen --out "$soup_tmp/data0" --seed 0 --train 10 --val "$n_val" > /dev/null
+        python -m training.evaluate --model "$soup_tmp/soup/model" --data "$soup_tmp/data0" --split val \
+            --limit "$n_val" --out "$outdir/soup/val_eval.json" > /dev/null
+        tar -C "$soup_tmp/soup" -czf - model | split -b 12M - "$outdir/soup/model.tgz.part-"
+    fi
+    rm -rf "$soup_tmp"
+fi
 python3 - "$outdir" "$keep" <<'EOF'
 import json, pathlib, sys
 out, keep = pathlib.Path(sys.argv[1]), int(sys.argv[2])
@@ -33,8 +55,8 @@ for d in sorted(p for p in out.iterdir() if p.is_dir()):
     except (OSError, KeyError, ValueError):
         score[d.name] = -1
 ranked = sorted(score, key=score.get, reverse=True)
-print("validation exact:", {k: score[k] for k in ranked})
-for name in ranked[keep:]:
+print("validation exact:", {k: score[k] for k in ranked}, "(soup: the seed-0 draw, the rest their own)")
+for name in [n for n in ranked if n != "soup"][keep:]:
     for part in (out / name).glob("model.tgz.part-*"):
         part.unlink()
 (out / "ranking.json").write_text(json.dumps({k: score[k] for k in ranked}))
