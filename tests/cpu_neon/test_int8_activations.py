@@ -103,6 +103,18 @@ def test_int8_path_is_within_its_bound_of_the_exact_kernel(neon, neon_i8, rng, b
     assert not np.array_equal(got, exact)  # it really took the int8 kernel
 
 
+@pytest.mark.parametrize("N,K", [(45, 2304), (9, 128), (21, 4224), (64, 1024)])
+def test_cq4_groups_of_128_compute_the_int8_arithmetic(neon_i8, rng, N, K):
+    """CQ4 in groups of 128 inputs (every CQ4 model) has its own AVX-512 loop (cq_vbmi.c,
+    i8_row_cq4): rows of more than 16 groups (its blocks of 16 factors, the last one
+    partial), a lone group, and all 256 code values in both halves of the table."""
+    w, bias = _cq(rng, N, K, 8, d=2, group=128, block=128), rng.standard_normal(N).astype(np.float32)
+    assert N * K < 2**14 or len(np.unique(w.arrays["codes"])) == 256
+    x = rng.standard_normal((1, 1, K)).astype(np.float32)
+    got, want = neon_i8.linear(x, w, bias)[0, 0], _int8_emulation(x, w, bias)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
+
+
 @pytest.mark.parametrize("bits,d", [(8, 2), (6, 2), (8, 4), (6, 1), (5, 1)])
 @pytest.mark.parametrize("shape", [(67, 512, 128, 128), (50, 320, 80, 64), (37, 256, 64, 128)])
 @pytest.mark.parametrize("M", [6, 37])

@@ -26,8 +26,9 @@
  * The second half of the file is the int8-activation decode (cq_i8.c has
  * the design): the codebook quantized to int8 is looked up with the same
  * permutes, one byte plane per component, and vpdpbusd multiplies it with
- * x's int8 values, 64 codes per two products: 23-24 GB/s of codes on one
- * core from cache, 3.2x the exact kernel, about 15 from DRAM.  It also needs
+ * x's int8 values, 64 codes per two products: 28-29 GB/s of codes on one
+ * core from cache for CQ4 in groups of 128 (i8_row_cq4; 22-23 in the general
+ * loop), 4x the exact kernel, 17-23 from DRAM.  It also needs
  * AVX-512 VNNI and VL, and serves 4-vectors (CQ2) and scalar codebooks of 64
  * or 32 entries (one vpermb and one vpdpbusd per 64 weights) as well.
  *
@@ -271,13 +272,30 @@ CN_INLINE __m512i i8_lookup(const __m512i *t, __m512i c, const int bits) {
  * one core, 128 MiB of codes).  A software prefetch I8_PREFETCH bytes ahead
  * keeps more lines in flight than the hardware prefetcher does: 4096 bytes
  * against 512 took 128 MiB of CQ4 codes from 12.4 to 15-16 GB/s on one core
- * and from 26-27 to 31-32 GB/s on two (docs/cpu_neon.md, Session 7); past
- * the end of a thread's rows it fetches lines a neighbour reads (past the
- * matrix, nothing: a prefetch never faults).  The
+ * and from 26-27 to 31-32 GB/s on two (docs/cpu_neon.md, Session 7).  A
+ * second one, I8_PREFETCH_L2 bytes ahead into L2 only (prefetcht1), puts
+ * more misses in flight than the L1's fill buffers allow: 28 Qwen3-0.6B
+ * blocks at one thread 15-16 -> 13-15 ms per token, 128 MiB of CQ4 codes
+ * on one core 17-18 -> 21-23 GB/s (Session 9; 8 and 32 KiB did no better).
+ * Past the end of a thread's rows they fetch lines a neighbour reads (past
+ * the matrix, nothing: a prefetch never faults).  The
  * per-group factors (weight scale x xf) are made 16 groups
  * at a time, and the -128 sum(x) offset is folded into them: per row, sum
  * over groups of factor * -128 sum(x), one FMA per 16 groups. */
 #define I8_PREFETCH 4096
+#define I8_PREFETCH_L2 16384
+
+/* Groups g0 .. g0+15 of a row: their factors (weight scale x xf) into f, and
+ * their share of the -128 sum(x) offset added to off. */
+CN_INLINE __m512 i8_factors(const cn_cq_i8_args *a, const uint16_t *sc, int64_t g0, int64_t ng, float f[16],
+                            __m512 off) {
+    const __mmask16 m = (__mmask16)_bzhi_u32(0xffffu, (unsigned)CN_MIN(16, ng - g0));
+    const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sc + g0)),
+                                   _mm512_maskz_loadu_ps(m, a->xf + g0));
+    const __m512i xsum = _mm512_maskz_loadu_epi32(m, a->xsum + g0);
+    _mm512_storeu_ps(f, s);
+    return _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_mullo_epi32(xsum, _mm512_set1_epi32(-128))), off);
+}
 
 CN_INLINE float i8_row(const cn_cq_i8_args *a, const i8_tables *z, int64_t n, const int bits, const int d,
                        const int full) {
@@ -286,23 +304,57 @@ CN_INLINE float i8_row(const cn_cq_i8_args *a, const i8_tables *z, int64_t n, co
     const uint16_t *sc = a->scales + n * ng;
     __m512 tot = _mm512_setzero_ps(), off = _mm512_setzero_ps();
     for (int64_t g0 = 0; g0 < ng; g0 += 16) {
-        const __mmask16 m = (__mmask16)_bzhi_u32(0xffffu, (unsigned)CN_MIN(16, ng - g0));
-        const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sc + g0)),
-                                       _mm512_maskz_loadu_ps(m, a->xf + g0));
-        const __m512i xsum = _mm512_maskz_loadu_epi32(m, a->xsum + g0);
-        off = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_mullo_epi32(xsum, _mm512_set1_epi32(-128))), off);
         float f[16];
-        _mm512_storeu_ps(f, s);
+        off = i8_factors(a, sc, g0, ng, f, off);
         for (int64_t g = g0; g < CN_MIN(ng, g0 + 16); g++) {
             __m512i acc = _mm512_setzero_si512();
             for (int64_t c = 0; c < C; c += 64) {
                 const int8_t *xq = a->xq + (g * a->nch + c / 64) * 64 * d;
                 const int64_t v = g * C + c;
                 _mm_prefetch((const char *)(row + v * bits / 8 + I8_PREFETCH), _MM_HINT_T0);
+                _mm_prefetch((const char *)(row + v * bits / 8 + I8_PREFETCH_L2), _MM_HINT_T1);
                 const __m512i codes = i8_codes(row, v, full ? 64 : CN_MIN(64, C - c), bits);
                 for (int e = 0; e < d; e++)
                     acc = _mm512_dpbusd_epi32(acc, i8_lookup(z->t[e], codes, bits), _mm512_loadu_si512(xq + 64 * e));
             }
+            tot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(f[g - g0]), tot);
+        }
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(tot, off)) + (a->bias ? a->bias[n] : 0.0f);
+}
+
+/* CQ4 (8-bit codes of 2-vectors) in groups of 128 inputs, the layout of every CQ4
+ * model: a group is one chunk of 64 codes, so the chunk loop, its index arithmetic
+ * and the masked loads go, and the lookup of the 256-entry table takes two
+ * merge-masked vpermi2b per component instead of two vpermi2b and a blend: the
+ * first writes the lanes of codes 0-127 and leaves the others holding their
+ * code, which the second looks up in entries 128-255 (one register copy of the
+ * codes per component instead of two, no blend).  28-29 against 22-23 GB/s of
+ * codes on one core from L2 (docs/cpu_neon.md, Session 9).  Same arithmetic in
+ * the same order as i8_row: bit for bit the same result. */
+CN_INLINE __m512i i8_lookup256(const __m512i *t, __m512i c, __mmask64 lo, __mmask64 hi) {
+    return _mm512_mask2_permutex2var_epi8(t[2], _mm512_mask2_permutex2var_epi8(t[0], c, lo, t[1]), hi, t[3]);
+}
+
+CN_INLINE float i8_row_cq4(const cn_cq_i8_args *a, const i8_tables *z, int64_t n) {
+    const int64_t ng = a->K / 128;
+    const uint8_t *row = a->codes + n * a->stride;
+    const uint16_t *sc = a->scales + n * ng;
+    const int8_t *xq = a->xq;
+    __m512 tot = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+    for (int64_t g0 = 0; g0 < ng; g0 += 16) {
+        float f[16];
+        off = i8_factors(a, sc, g0, ng, f, off);
+        const int64_t ge = CN_MIN(ng, g0 + 16);
+        for (int64_t g = g0; g < ge; g++) {
+            const uint8_t *p = row + 64 * g;
+            _mm_prefetch((const char *)(p + I8_PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + I8_PREFETCH_L2), _MM_HINT_T1);
+            const __m512i c = _mm512_loadu_si512(p);
+            const __mmask64 hi = _mm512_movepi8_mask(c), lo = _knot_mask64(hi);
+            __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), i8_lookup256(z->t[0], c, lo, hi),
+                                              _mm512_loadu_si512(xq + 128 * g));
+            acc = _mm512_dpbusd_epi32(acc, i8_lookup256(z->t[1], c, lo, hi), _mm512_loadu_si512(xq + 128 * g + 64));
             tot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(f[g - g0]), tot);
         }
     }
@@ -324,6 +376,12 @@ CN_INLINE void i8_rows_b(const cn_cq_i8_args *a, int64_t n0, int64_t n1, const i
 }
 
 void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    if (a->d == 2 && a->bits == 8 && a->group == 128) {
+        i8_tables z;
+        i8_load_tables(a->cbq, 8, 2, &z);
+        for (int64_t n = n0; n < n1; n++) a->y[n] = i8_row_cq4(a, &z, n);
+        return;
+    }
     if (a->d == 1) a->bits == 6 ? i8_rows_b(a, n0, n1, 6, 1) : i8_rows_b(a, n0, n1, 5, 1);
     else if (a->d == 2) a->bits == 8 ? i8_rows_b(a, n0, n1, 8, 2) : i8_rows_b(a, n0, n1, 6, 2);
     else a->bits == 8 ? i8_rows_b(a, n0, n1, 8, 4) : i8_rows_b(a, n0, n1, 6, 4);
