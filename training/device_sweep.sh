@@ -33,8 +33,9 @@ if [ -n "${SOUP:-}" ]; then
         parts=("$d"model.tgz.part-*)
         [ -e "${parts[0]}" ] || continue
         name=$(basename "$d")
-        mkdir -p "$soup_tmp/$name" && cat "${parts[@]}" | tar -xzf - -C "$soup_tmp/$name" && members+=("$soup_tmp/$name/model")
-        echo "$name" >> "$outdir/soup/members.txt"
+        if mkdir -p "$soup_tmp/$name" && cat "${parts[@]}" | tar -xzf - -C "$soup_tmp/$name"; then
+            members+=("$soup_tmp/$name/model") && echo "$name" >> "$outdir/soup/members.txt"
+        fi
     done
     if python -m training.soup --out "$soup_tmp/soup" "${members[@]}" > "$outdir/soup/soup.log" 2>&1; then
         python -m training.datagen --out "$soup_tmp/data0" --seed 0 --train 10 --val "$n_val" > /dev/null
