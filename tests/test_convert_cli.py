@@ -84,6 +84,26 @@ def test_gptq_is_calibrated_from_self_generated_text(src, tmp_path):
     assert json.loads(p.stdout)["scheme"] == "gptq4"
 
 
+@pytest.mark.parametrize("method,bits,want", [("gptq", "4", True), ("cq", "3.26", None)])
+def test_gptq_calibrates_on_the_six_round_self_written_text(src, tmp_path, monkeypatch, method, bits, want):
+    """GPTQ takes CQ4's six-round self-written chats (the one-round sampler's text left it
+    worse than RTN on the default model); the KL plans keep the module's default."""
+    from cactus_quant import sensitivity as sens
+
+    from cactus_core.convert_cli import run_convert
+
+    asked, real = [], sens.calibration_tokens
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs.get("self_written"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sens, "calibration_tokens", spy)
+    report = run_convert(src, str(tmp_path / "q"), bits=bits, method=method, samples=2, progress=False)
+    assert asked == [want]
+    assert report["scheme"] == ("gptq4" if method == "gptq" else "cq3.26")
+
+
 def one_line_error(p, needle):
     assert p.returncode != 0 and "Traceback" not in p.stderr
     lines = [line for line in p.stderr.splitlines() if line.strip()]

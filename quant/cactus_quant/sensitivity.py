@@ -107,22 +107,24 @@ SELF_WRITTEN_TEXT = False
 
 
 def calibration_tokens(engine, samples: int = 8, length: int = 128, text: Optional[str] = None,
-                       seed: int = 0) -> list[list[int]]:
+                       seed: int = 0, self_written: Optional[bool] = None) -> list[list[int]]:
     """Token ids to calibrate on: windows of ``text`` when given, else self-generated
     text plus (for chat models) self-generated chats, half each.  With
     :data:`SELF_WRITTEN_TEXT`, the self-generated part is the text ``cactus convert
     --bits 4`` calibrates on (:func:`cactus_quant.calibrate.self_written`: half plain
     text of ``length`` tokens, half chats of ``calibrate.CHAT_TURNS`` rounds in the
     model's chat template), returned as :class:`CalibrationTexts` whose ``keep``
-    leaves out what a chat writes after closing its turn (``calibrate.PAST_END``)."""
+    leaves out what a chat writes after closing its turn (``calibrate.PAST_END``).
+    ``self_written`` overrides the module switch for one call."""
     if text is not None:
         ids = engine.tokenizer.encode(text)
         wins = [ids[i : i + length] for i in range(0, max(len(ids) - length, 0) + 1, length)]
         return [w for w in wins if len(w) > 1][: max(samples, 1)] or [ids]
-    if SELF_WRITTEN_TEXT:
-        from .calibrate import CHAT_TURNS, PAST_END, self_written
+    if SELF_WRITTEN_TEXT if self_written is None else self_written:
+        from .calibrate import CHAT_TURNS, PAST_END
+        from .calibrate import self_written as write
 
-        texts, keep = self_written(engine, samples, length, seed, turns=CHAT_TURNS, past_end=PAST_END)
+        texts, keep = write(engine, samples, length, seed, turns=CHAT_TURNS, past_end=PAST_END)
         out = CalibrationTexts(texts)
         out.keep = keep
         return out
