@@ -7,8 +7,8 @@ import pytest
 import torch
 import transformers
 from safetensors.numpy import load_file
+from tinymodel import make_chat_model
 
-from tests.tinymodel import make_chat_model
 from training import soup
 
 
