@@ -72,6 +72,9 @@ ROWS = {
     "CQ3.26 proxy plan": dict(bits="3.26", head="keep", sensitivity="proxy"),
     "CQ2.54 KL plan": dict(bits="2.54", head="keep"),
     "CQ2.54 proxy plan": dict(bits="2.54", head="keep", sensitivity="proxy"),
+    # the plans' KL measured on CQ4's six-round self-written text (sensitivity.SELF_WRITTEN_TEXT)
+    "CQ3.26 KL plan six-round": dict(bits="3.26", head="keep", plan_text="six-round"),
+    "CQ2.54 KL plan six-round": dict(bits="2.54", head="keep", plan_text="six-round"),
     "CQ3": dict(bits="3", head="keep"),
     "CQ2": dict(bits="2", head="keep"),
     "CQ4 + head cq4": dict(bits="4", head="cq4"),
@@ -253,6 +256,7 @@ def main() -> int:
 
     import cactus_core as cactus
     from cactus_core.convert_cli import run_convert
+    from cactus_quant import sensitivity as sens
     from cactus_quant.convert import convert as quant_convert
 
     rows = list(ROWS) if not args.rows else [r.strip() for r in args.rows.split(",")]
@@ -282,7 +286,12 @@ def main() -> int:
                                         **{**spec, "bits": float(spec["bits"])})
                 else:
                     convert = quant_convert if "self_calibrate" in spec else run_convert
-                    rep = convert(args.model, str(out), progress=False, **spec)
+                    opts = {k: v for k, v in spec.items() if k != "plan_text"}
+                    sens.SELF_WRITTEN_TEXT, was = "plan_text" in spec, sens.SELF_WRITTEN_TEXT
+                    try:
+                        rep = convert(args.model, str(out), progress=False, **opts)
+                    finally:
+                        sens.SELF_WRITTEN_TEXT = was
                 bpw = rep["bits_per_weight"]
                 model_bpw = 8.0 * rep["bundle_bytes"] / rep["total_params"]
         except ImportError:

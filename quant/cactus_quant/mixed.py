@@ -1,6 +1,7 @@
 """Mixed precision (``cq3.26``, ``cq2.54``): bits per tensor from measured sensitivity.
 
-Each tensor gets one of the CQ widths (2, 3 or 4 bits) so that the size-weighted
+Each tensor gets one of the CQ widths at or above the target's floor (``cq3.26``: 3 or
+4 bits; ``cq2.54``: 2, 3 or 4; :func:`floor_widths`) so that the size-weighted
 TRUE bits per weight of the whole model (scales and tables included) lands on
 the target, while the summed sensitivity is as small as possible.  This is a
 multiple-choice knapsack; :func:`allocate_bits` solves it by dynamic
@@ -152,6 +153,19 @@ def proxy_measure(
     return measure
 
 
+def floor_widths(target_bpw: float, choices: Sequence[int] = BIT_CHOICES) -> tuple[int, ...]:
+    """The widths a plan for ``target_bpw`` may use: none below the target's floor.
+
+    Per-tensor KL is measured one tensor at a time and summed; a width below the floor
+    lets the plan pay for CQ4 tensors with CQ2 ones, whose joint damage the sum
+    underrates.  Measured on the default model (docs/quantization.md, session 10),
+    CQ3.26 from {2, 3, 4} had 1.7x uniform CQ3's KL on stage 19 (0.0095 vs 0.0056) and
+    from {3, 4} 0.0057; on stage 18 {3, 4} gave 0.0091 against {2, 3, 4}'s 0.0112 and
+    uniform CQ3's 0.0133.  CQ2.54 keeps all three (2 is its floor)."""
+    low = int(np.floor(target_bpw + 1e-9))
+    return tuple(b for b in choices if b >= low) or tuple(choices)
+
+
 class MixedCQQuantizer:
     """``cq3.26`` / ``cq2.54``: CQ widths per tensor from a sensitivity plan.
 
@@ -160,8 +174,10 @@ class MixedCQQuantizer:
     or an explicit ``bits=`` option.
     """
 
-    def __init__(self, name: str, target_bpw: float, choices: Sequence[int] = BIT_CHOICES):
+    def __init__(self, name: str, target_bpw: float, choices: Optional[Sequence[int]] = None):
         self.name, self.target_bpw = name, float(target_bpw)
+        if choices is None:
+            choices = floor_widths(target_bpw)
         self.inner = {b: CQQuantizer(f"cq{b}", b) for b in choices}
         self.allocation: Optional[Allocation] = None
         #: (name, bits) -> tensor already made (e.g. while measuring sensitivity), reused by quantize

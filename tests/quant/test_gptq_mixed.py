@@ -19,6 +19,7 @@ from cactus_quant import (
     proxy_measure,
     rtn_quantize,
 )
+from cactus_quant.mixed import floor_widths
 
 
 def correlated_inputs(n_tokens, dim, seed=0):
@@ -114,19 +115,30 @@ def test_allocation_rejects_impossible_target():
 
 def test_mixed_plan_on_weights_with_proxy():
     rng = np.random.default_rng(7)
-    weights = {f"l{i}.w": (rng.standard_normal((256, 1024)) * 0.02).astype(np.float32) for i in range(8)}
+    # l0 is small enough that its CQ4 fits in the 0.06 bpw above uniform CQ3
+    weights = {f"l{i}.w": (rng.standard_normal((64 if i == 0 else 256, 1024)) * 0.02).astype(np.float32)
+               for i in range(8)}
     act = {name: 1.0 for name in weights}
     act["l0.w"] = 1e4  # a layer whose inputs are loud is worth more bits
     mixed = MixedCQQuantizer("cq3.26", 3.26)
     alloc = mixed.plan(weights, measure=proxy_measure(weights, act, mixed.inner))
-    assert alloc.bits["l0.w"] == 4
+    assert alloc.bits["l0.w"] == 4 and set(alloc.bits.values()) <= {3, 4}
     tensors = {n: mixed.quantize(n, w) for n, w in weights.items()}
-    true_avg = sum(t.bits_per_weight * t.shape[0] * t.shape[1] for t in tensors.values()) / (8 * 256 * 1024)
+    true_avg = sum(t.bits_per_weight * t.shape[0] * t.shape[1] for t in tensors.values()) / sum(w.size for w in weights.values())
     assert true_avg == pytest.approx(alloc.average_bpw)
     assert 3.0 < true_avg <= 3.26
     assert mixed.bits_per_weight == alloc.average_bpw
     with pytest.raises(QuantizationError, match="call plan"):
         MixedCQQuantizer("cq2.54", 2.54).quantize("x", weights["l1.w"])
+
+
+def test_mixed_widths_stop_at_the_targets_floor():
+    assert floor_widths(3.26) == (3, 4) and floor_widths(2.54) == (2, 3, 4) and floor_widths(4.0) == (4,)
+    assert sorted(MixedCQQuantizer("cq3.26", 3.26).inner) == [3, 4]
+    assert sorted(MixedCQQuantizer("cq2.54", 2.54).inner) == [2, 3, 4]
+    assert sorted(MixedCQQuantizer("x", 3.26, choices=(2, 3, 4)).inner) == [2, 3, 4]  # explicit widths win
+    with pytest.raises(QuantizationError, match="bits must be one of"):
+        MixedCQQuantizer("cq3.26", 3.26).quantize("x", np.zeros((8, 256), np.float32), bits=2)
 
 
 def test_plugin_registers_every_scheme(register_plugin):
