@@ -17,9 +17,10 @@
    the embedding / output head again (:func:`derive_head`).
 4. Runs pp512 and tg128 for both engines on the same thread count, alternating
    engine by engine for every repeat, and prints tokens/s, the ratios to llama.cpp
-   Q4_K_M, peak RSS, and the decode roofline: measured memory read bandwidth over the
-   bytes read per decoded token (the weights file, less an embedding table stored
-   apart from the output head: see :func:`bytes_read_per_token`).
+   Q4_K_M, peak RSS, and the decode roofline: decode tokens/s times the bytes read per
+   token over the memory read bandwidth sampled right after that run (median over the
+   repeats). Bytes read per token: the weights file, less an embedding table stored
+   apart from the output head (:func:`bytes_read_per_token`).
 """
 
 from __future__ import annotations
@@ -294,25 +295,34 @@ def bytes_read_per_token(path: str, kind: str) -> int:
     return total - embed if has_head else total
 
 
-def bandwidth_gbs(threads: int, size_mb: int = 1024, passes: int = 5) -> float:
-    """Memory read bandwidth with ``threads`` threads summing slices of a large array: the
-    best of ``passes`` (a ceiling, so the fastest pass counts, not the median)."""
-    import threading
+class Bandwidth:
+    """Memory read bandwidth with ``threads`` threads summing slices of a large array.
 
-    # Random bytes, written once: never-written or constant pages can read as the shared
-    # zero page or be merged by the VM, and then "bandwidth" is cache speed.
-    a = np.random.default_rng(0).random(size_mb * 2**20 // 8)
-    parts = np.array_split(a, threads)
-    times = []
-    for _ in range(passes):
-        workers = [threading.Thread(target=p.sum) for p in parts]  # numpy drops the GIL in sum
-        t = time.perf_counter()
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        times.append(time.perf_counter() - t)
-    return a.nbytes / min(times) / 1e9
+    The array is made once and kept, so a sample costs well under a second and can be
+    taken beside every run: on this shared VM a sample swings by up to 1.6x within one
+    benchmark (55.7 then 34.5 GB/s seen), so a roofline divided by one sample, or by the
+    best, says more about the neighbours than about the engine."""
+
+    def __init__(self, threads: int, size_mb: int = 1024):
+        # Random bytes, written once: never-written or constant pages can read as the shared
+        # zero page or be merged by the VM, and then "bandwidth" is cache speed.
+        self.a = np.random.default_rng(0).random(size_mb * 2**20 // 8)
+        self.parts = np.array_split(self.a, threads)
+
+    def sample(self, passes: int = 3) -> float:
+        """GB/s: the best of ``passes`` (a ceiling for the moment, so the fastest pass counts)."""
+        import threading
+
+        times = []
+        for _ in range(passes):
+            workers = [threading.Thread(target=p.sum) for p in self.parts]  # numpy drops the GIL in sum
+            t = time.perf_counter()
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            times.append(time.perf_counter() - t)
+        return self.a.nbytes / min(times) / 1e9
 
 
 def main() -> int:
@@ -336,10 +346,10 @@ def main() -> int:
     os.makedirs(work, exist_ok=True)
     print(f"work folder: {work}", flush=True)
     bin_dir, gguf_py = compile_llamacpp(args.llama_cpp) if args.llama_cpp else build_llamacpp(work)
-    # On a shared machine one short sample swings by 2x (12-56 GB/s seen), so bandwidth is
-    # sampled before every model and at the end; each model's roofline uses the best
-    # sample so far, and the spread is printed and kept.
-    samples = [bandwidth_gbs(args.threads)]
+    # Each run's roofline divides by a bandwidth sample taken right after it (Bandwidth);
+    # the table gives the median of those fractions, and every sample is kept.
+    probe = Bandwidth(args.threads)
+    samples = [probe.sample()]
     print(f"memory read bandwidth: {samples[0]:.1f} GB/s ({args.threads} threads summing 1 GiB)", flush=True)
     results = {"threads": args.threads, "bandwidth_gbs": samples[0], "bandwidth_samples_gbs": samples, "models": {}}
     for name in args.models.split(","):
@@ -369,27 +379,30 @@ def main() -> int:
         if args.repeats == 0:
             print(f"{name}: prepared {', '.join(engines)}", flush=True)
             continue
-        if results["models"]:  # the first model uses the opening sample
-            samples.append(bandwidth_gbs(args.threads))
-        bw = max(samples)
+        read = {label: bytes_read_per_token(path, kind) for label, (kind, path) in engines.items()}
         runs = {k: [] for k in engines}
         for rep in range(args.repeats):
             for label, (kind, path) in engines.items():  # alternate engines within each repeat
                 r = (llama_bench(bin_dir, path, args.threads, args.pp, args.tg) if kind == "llama"
                      else cactus_bench(path, args.threads, args.pp, args.tg, args.backend))
+                r["bandwidth_gbs"] = probe.sample()
+                samples.append(r["bandwidth_gbs"])
+                r["roofline_fraction"] = r.get("decode_tps", 0) * read[label] / (r["bandwidth_gbs"] * 1e9)
                 runs[label].append(r)
                 print(f"{name} rep {rep + 1} {label}: pp{args.pp} {r.get('prefill_tps', 0):.1f} t/s, "
-                      f"tg{args.tg} {r.get('decode_tps', 0):.2f} t/s", flush=True)
+                      f"tg{args.tg} {r.get('decode_tps', 0):.2f} t/s, {r['roofline_fraction']:.0%} of "
+                      f"{r['bandwidth_gbs']:.1f} GB/s", flush=True)
         table = {}
         for label, rs in runs.items():
-            table[label] = {k: statistics.median(r[k] for r in rs) for k in ("prefill_tps", "decode_tps", "peak_rss_mb")}
+            table[label] = {k: statistics.median(r[k] for r in rs)
+                            for k in ("prefill_tps", "decode_tps", "peak_rss_mb", "bandwidth_gbs",
+                                      "roofline_fraction")}
             kind, path = engines[label]
             size = (os.path.getsize(path) if kind == "llama"
                     else sum(os.path.getsize(f) for f in glob.glob(os.path.join(path, "*.safetensors"))))
-            read = bytes_read_per_token(path, kind)
             table[label]["file_mb"] = size / 2**20
-            table[label]["read_mb"] = read / 2**20
-            table[label]["roofline_tps"] = bw * 1e9 / max(read, 1)
+            table[label]["read_mb"] = read[label] / 2**20
+            table[label]["roofline_tps"] = table[label]["bandwidth_gbs"] * 1e9 / max(read[label], 1)
         results["models"][name] = table
         base = table.get("llama.cpp Q4_K_M", {})
         print(f"\n{name}: median of {args.repeats}, {args.threads} threads")
@@ -400,16 +413,18 @@ def main() -> int:
             tgr = t["decode_tps"] / base["decode_tps"] if base else float("nan")
             print(f"{label:<18}{t['prefill_tps']:>10.1f}{t['decode_tps']:>10.2f}{ppr:>10.2f}{tgr:>10.2f}"
                   f"{t['peak_rss_mb']:>10.0f}{t['file_mb']:>10.0f}{t['read_mb']:>10.0f}"
-                  f"{t['decode_tps'] / t['roofline_tps']:>9.0%}")
-        over = [label for label, t in table.items() if t["decode_tps"] > t["roofline_tps"]]
+                  f"{t['roofline_fraction']:>9.0%}")
+        over = [label for label, t in table.items() if t["roofline_fraction"] > 1]
         if over:
-            print(f"note: {', '.join(over)} decoded faster than the measured bandwidth allows: "
-                  "the bandwidth sample is too low, read tg/roof as relative", flush=True)
-    samples.append(bandwidth_gbs(args.threads))
-    results["bandwidth_gbs"] = max(samples)
+            print(f"note: {', '.join(over)} decoded faster than the bandwidth sampled after it allows: "
+                  "the sample is too low, read tg/roof as relative", flush=True)
+    samples.append(probe.sample())
+    results["bandwidth_gbs"] = statistics.median(samples)
     spread = max(samples) / min(samples)
-    print(f"bandwidth samples: {', '.join(f'{b:.1f}' for b in samples)} GB/s (best {max(samples):.1f}, "
-          f"spread {spread:.2f}x{'; over 1.2x: the machine was not quiet' if spread > 1.2 else ''})", flush=True)
+    print(f"bandwidth: {len(samples)} samples, median {statistics.median(samples):.1f} GB/s, "
+          f"{min(samples):.1f}-{max(samples):.1f} (spread {spread:.2f}x"
+          f"{'; over 1.2x: the machine was not quiet, so each run is divided by its own sample' if spread > 1.2 else ''})",
+          flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
