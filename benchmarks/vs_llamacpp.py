@@ -299,9 +299,9 @@ class Bandwidth:
     """Memory read bandwidth with ``threads`` threads summing slices of a large array.
 
     The array is made once and kept, so a sample costs well under a second and can be
-    taken beside every run: on this shared VM a sample swings by up to 1.6x within one
-    benchmark (55.7 then 34.5 GB/s seen), so a roofline divided by one sample, or by the
-    best, says more about the neighbours than about the engine."""
+    taken beside every run: on this shared VM samples fall in two clusters a minute apart
+    (29-36 and 51-60 GB/s in one benchmark), so a roofline divided by one sample, or by
+    the best, says more about the neighbours than about the engine."""
 
     def __init__(self, threads: int, size_mb: int = 1024):
         # Random bytes, written once: never-written or constant pages can read as the shared
