@@ -79,8 +79,10 @@ def generate(tok, model, prompts: list[str], max_new_tokens: int = 160, batch_si
 
 
 def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int | None = None,
-             batch_size: int = 64, max_new_tokens: int = 160) -> dict:
-    """Accuracy per category on the test split, and every example (up to 2000) with its expected answer."""
+             batch_size: int = 64, max_new_tokens: int = 160, ensemble: list[Path] | None = None) -> dict:
+    """Accuracy per category on the test split, and every example (up to 2000) with its expected answer.
+    With ``ensemble``, those checkpoints decode together with ``model_dir`` from their mean
+    log-probabilities (training.ensemble)."""
     tok, model = load(model_dir, device)
     rows = [json.loads(line) for line in open(test_path)]
     if limit:  # keep every category represented
@@ -97,7 +99,13 @@ def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int |
                                                add_generation_prompt=True))
         targets.append(msgs[last_user + 1])
     t0 = time.time()
-    texts = generate(tok, model, prompts, max_new_tokens, batch_size)
+    if ensemble:
+        from .ensemble import generate as generate_ensemble
+
+        models = [model] + [load(m, device)[1] for m in ensemble]
+        texts = generate_ensemble(tok, models, prompts, max_new_tokens, batch_size)
+    else:
+        texts = generate(tok, model, prompts, max_new_tokens, batch_size)
     secs = time.time() - t0
     res: dict = {"n": len(rows), "generate_seconds": round(secs, 1), "device": device, "by_category": {}}
     examples = []
@@ -129,10 +137,12 @@ def main() -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", type=Path, default=None, help="write the full result JSON here")
+    ap.add_argument("--ensemble", type=Path, nargs="*", default=None,
+                    help="more checkpoints that decode with --model from the mean log-probabilities")
     a = ap.parse_args()
     import torch
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    res = evaluate(a.model, a.data / f"{a.split}.jsonl", device, a.limit)
+    res = evaluate(a.model, a.data / f"{a.split}.jsonl", device, a.limit, ensemble=a.ensemble)
     if a.out:
         a.out.write_text(json.dumps(res, indent=1))
     print(json.dumps({k: v for k, v in res.items() if k != "examples"}, indent=1))
