@@ -78,6 +78,7 @@ ROWS = {
     "CQ3": dict(bits="3", head="keep"),
     "CQ2": dict(bits="2", head="keep"),
     "CQ4 + head cq4": dict(bits="4", head="cq4"),
+    "CQ4 + head cq6": dict(bits="4", head="cq6"),
     # calibration variants (docs/quantization.md, session 5)
     "CQ4 sequential": dict(bits="4", head="keep", sequential=True),
     "CQ4 512 samples": dict(bits="4", head="keep", calibration_samples=512),
