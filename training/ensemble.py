@@ -18,6 +18,8 @@ def generate(tok, models, prompts: list[str], max_new_tokens: int = 160, batch_s
 
     import torch
 
+    from .evaluate import reply_text
+
     # transformers 5 renamed the cache argument and output (past_key_values -> cache)
     key = "cache" if "cache" in inspect.signature(models[0].forward).parameters else "past_key_values"
     eos = {tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")}
@@ -49,5 +51,5 @@ def generate(tok, models, prompts: list[str], max_new_tokens: int = 160, batch_s
                 ids, pos = nxt[:, None], pos[:, -1:] + 1
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
         for i, row in zip(idx, torch.stack(steps, 1)):
-            out[i] = tok.decode(row, skip_special_tokens=False).split("<|im_end|>")[0].replace("<|endoftext|>", "")
+            out[i] = reply_text(tok, row)
     return out

@@ -74,8 +74,13 @@ def generate(tok, model, prompts: list[str], max_new_tokens: int = 160, batch_si
             gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
                                  pad_token_id=eos[1])
         for i, row in zip(idx, gen[:, enc["input_ids"].shape[1]:]):
-            out[i] = tok.decode(row, skip_special_tokens=False).split("<|im_end|>")[0].replace("<|endoftext|>", "")
+            out[i] = reply_text(tok, row)
     return out
+
+
+def reply_text(tok, ids) -> str:
+    """A generated row as text: special tokens kept, cut at <|im_end|>, padding dropped."""
+    return tok.decode(ids, skip_special_tokens=False).split("<|im_end|>")[0].replace("<|endoftext|>", "")
 
 
 def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int | None = None,
