@@ -8,9 +8,9 @@
 # on validation keep their checkpoints; every log and evaluation goes into one
 # results.tgz, since the device returns at most 8 files.
 # With SOUP=1 the mean of every run's checkpoint (training.soup) is made there too, scored
-# on the first SOUP_VAL (800) conversations of the seed-0 validation split
-# (soup/val_eval.json) and always kept: a checkpoint is two files, so KEEP 2 leaves room
-# for it. It adds about 90 s.
+# on the seed-0 validation split of SOUP_VAL (800) conversations with training.evaluate's
+# --limit (at most a fifth per category: 625 of them at 800; soup/val_eval.json) and always
+# kept: a checkpoint is two files, so KEEP 2 leaves room for it. It adds about 90 s.
 set -uo pipefail
 outdir=$1; keep=$2; shift 2
 gpu=0
