@@ -156,110 +156,6 @@ SPEC: dict[str, tuple[dict, list]] = {
 }
 
 
-# Round 5 (session 11). Validation misses of stage 19 fall into classes, not sentences: a
-# value said first (so capitalised by style()) and garbled or kept capitalised, an unfamiliar
-# verb or opener taken into the value, words after a value kept in it. These frames add,
-# per tool, verbs no earlier round used, value-first sentences that close with the request
-# ("_end"), and MOD_TAILS: adverbs after a closed-class value. Words seen in validation
-# misses were left out on purpose, so validation still measures generalisation.
-MORE: dict[str, list] = {
-    "set_alarm": [
-        _F("(have|get) me up", "time", "label", time=["at {time}", "by {time}"]),
-        _F("I (have|need|got) to be up", "time", "label", time=["at {time}", "by {time}"]),
-        _F("(arrange|organise|line up|sort out) (a|an) <alarm>", "time", "label"),
-        _F("(can|could) I (get|have) (a|an) <alarm>", "time", "label"),
-        _F("(rouse|stir) me", "time", "label", time=["at {time}"]),
-        _F("{label} <alarm>", "time")],
-    "set_timer": [
-        _F("(give|get) me a <timer>", "dur", "label"), _F("(begin|launch|trigger|set off) a <timer>", "dur", "label"),
-        _F("(clock|track) the {label}", "dur"), _F("{label} <timer>", "dur"),
-        _F("{label}", "dur", "", dur=["for {dur}"], _end=[", <timer> (please|thanks)", ", time it", ", start a <timer>"])],
-    "create_reminder": [
-        _F("(jog|refresh) my memory", "task", "time day"), _F("(prompt|warn) me", "task", "time day"),
-        _F("I'll need reminding", "task", "time day"), _F("(save|file|store|set up) a reminder", "task", "time day"),
-        _F("(have|get) the phone (remind|nudge) me", "task", "time day")],
-    "send_message": [
-        _F("(drop|send) {who} a (line|quick line|few words)", "msg", msg=["saying {msg}", ": {msg}"]),
-        _F("(write|compose|draft) (to {who}|a <message> to {who})", "msg", msg=["saying {msg}", ": {msg}"]),
-        _F("(reach out to|get in touch with|contact) {who}", "msg", msg=["saying {msg}", "and say {msg}"]),
-        _F("(inform|notify|update|warn) {who}", "msg", msg=["that {msg}"]),
-        _F("{who} (needs|should get) a <message>", "msg", msg=["saying {msg}", ": {msg}"]),
-        _F("{who} has to know", "msg", msg=["that {msg}"], _end=[", <send> it", ", text it over", ", can you send that"])],
-    "make_call": [
-        _F("(facetime|video call|hit up|reach) {who}"), _F("(get|put) me on the (line|phone) with {who}"),
-        _F("(set up|start) a call with {who}"), _F("I('d like| want| need) to speak (to|with) {who}"),
-        _F("{who}, (call|ring|dial) them"), _F("{who} (please|now), on the phone")],
-    "create_event": [
-        _F("(enter|slot in|fit in|set up|arrange|organise|book in|lock in) {title}", "day time", "place"),
-        _F("(block|reserve) (time|some time) for {title}", "day time", "place"),
-        _F("(there's|we have|I have) {title}", "day time", "place"),
-        _F("{title}", "day time", "place", _end=[", (put|add|stick) it (on|in) my <calendar>", ", (book|schedule) it",
-                                                  ", that needs to go (on|in) the <calendar>"])],
-    "get_calendar": [
-        _F("(run|walk|talk) me through my <calendar>", "day"), _F("(am I|will I be) (free|busy|booked up)", "day"),
-        _F("(read out|go over|review) my <calendar>", "day"), _F("what (have I got|is planned|am I doing)", "day"),
-        _F("(give me|what's) the (rundown|lineup)", "day")],
-    "get_weather": [
-        _F("(is|will) {city} (be|get) (cold|hot|rainy|windy|snowy|warm)", "", "day"),
-        _F("(does|will) {city} (get|see|have) (rain|snow|sun|storms)", "", "day"),
-        _F("how's {city} looking", "", "day"), _F("(should I|do I) (bring|pack|take) (a coat|sunglasses|gloves)", "", "city day"),
-        _F("(pull up|look up|read me) the <weather>", "", "city day"), _F("{city} <weather>", "", "day")],
-    "play_music": [
-        _F("(stream|cue up|fire up|spin) {song}", "", "artist"), _F("(I'm in the mood for|I feel like hearing|how about) {song}", "", "artist"),
-        _F("(stream|cue up|shuffle) (tracks|songs|anything) by {artist}"), _F("(shuffle|stream|cue up) (my|the) {playlist} playlist"),
-        _F("{song}", "", "artist", _end=[", <play> it", ", put that on", ", (I want|I'd like) to hear it"])],
-    "set_lights": [
-        _F("(brighten|light up) the {room}", "", "pct", ON), _F("(flip|flick) on the {room} <lights>", "", "pct", ON),
-        _F("(cut|douse|flip off|flick off) the {room} <lights>", "", "", OFF), _F("{room} <lights>", "pct", "", ON),
-        _F("{room} <lights>", "", "", OFF, _end=[", off", ", turn them off", ", (shut|switch) them off"]),
-        _F("{room} <lights>", "", "", ON, _end=[", on", ", turn them on", ", (switch|put) them on"])],
-    "set_thermostat": [
-        _F("(adjust|raise|lower|bump|nudge) the (heat|temperature|temp)", "temp"),
-        _F("(heat|cool) (it|things) (up|down)", "temp"), _F("I'd like it {temp} (in here|at home|inside)")],
-    "web_search": [
-        _F("(research|browse for|hunt for|scour the web for|check online for) {q}"),
-        _F("what (does|can) the (internet|web) (say|tell me) about {q}"), _F("(pull up|bring up) (results|pages) (on|about) {q}"),
-        _F("{q}", _end=[", (search|look) it up", ", (search|check) online", ", what does the web say"])],
-    "create_note": [
-        _F("(record|capture|scribble down|keep a note of|make a note of) {note}"), _F("(file|store|save) (this|that) (as a note|in my notes)", "note"),
-        _F("{note}", _end=[", (save|store) that as a <note>", ", put it in my notes", ", <note> that"])],
-    "get_directions": [
-        _F("(route|steer|lead|direct|point) me", "dest", "mode"), _F("(plot|map|chart|plan) (a|the) (route|course|way)", "dest", "mode"),
-        _F("(which way|where do I go) to (get to|reach) {dest}", "", "mode"), _F("(show|point) me the way to {dest}", "", "mode"),
-        _F("{dest}", "", "mode", _end=[", how do I get there", ", <directions> please", ", (navigate|take me) there"])],
-    "convert_units": [
-        _F("(express|give|show) {qty} in {to}"), _F("{qty} is how many {to}"), _F("(calculate|compute) {qty} in {to}"),
-        _F("how much is {qty} (in|as) {to}"), _F("(switch|swap) {qty} (to|into) {to}")],
-    "set_volume": [
-        _F("(adjust|raise|lower|drop|bump) the <volume>", "pct"), _F("(make it|go) (louder|quieter|softer)", "pct"),
-        _F("<volume>", "pct", "", _end=[", (please|thanks)", ", that's (better|enough)"])],
-    "set_do_not_disturb": [
-        _F("(hold|block|silence) (all|my) (calls|notifications)", const=DND_ON), _F("I (don't|do not) want to be (disturbed|bothered)", const=DND_ON),
-        _F("(let|allow) (calls|notifications) (through|back in)", const=DND_OFF), _F("I'm (free|available) (to talk|for calls)", const=DND_OFF)],
-    "add_to_shopping_list": [
-        _F("(include|list|jot) {items} (on|for) the <shopping>"), _F("{items} (needs|need) to go on the <shopping>"),
-        _F("we need {items}, (stick|pop) (it|them) on the <shopping>"), _F("{items}, (add|put) (it|them) on the <shopping>")],
-    "get_news": [
-        _F("(brief|update) me on the <news>", "", "topic"), _F("(brief|update) me on {topic}"),
-        _F("(what's|anything) (going on|happening) (today|in the world)", "", "topic"), _F("{topic} <news>"),
-        _F("{topic}", _end=[", (any|what's the) <news>", ", what's (new|the latest)"])],
-    "translate_text": [
-        _F("(render|turn|convert) {phrase} (in|into) {lang}"), _F("how's {phrase} said in {lang}"),
-        _F("what (is|would be) {phrase} in {lang}"), _F("(I need|give me) the {lang} (for|translation of) {phrase}"),
-        _F("{phrase}", _end=[", (in|into) {lang}", ", how do (I|you) say that in {lang}", ", translate (it|that) (to|into) {lang}"])],
-    "lock_door": [
-        _F("(latch|fasten) the {door}", const=LOCK), _F("{door}, <lock> it", const=LOCK), _F("{door}, <unlock> it", const=UNLOCK),
-        _F("(unlatch|pop open) the {door}", const=UNLOCK)],
-}
-for _intent, _frames in MORE.items():
-    SPEC[_intent][1].extend(_frames)
-
-# After a closed-class value only (free text could hold them): adverbs that are no value.
-MOD_TAILS = [" too", " as well", " again", " instead", " for now", " this time", " for a change", " once more",
-             " like before", " like last time"]
-_CLOSED = {"time", "day", "dur", "city", "room", "pct", "temp", "who", "lang", "dest", "mode", "artist", "topic", "door"}
-
-
 def _tails(intent: str) -> list[str]:
     return TAILS if intent in _TIMED else TAILS + NOW_TAILS
 
@@ -306,14 +202,9 @@ def _draw(intent: str, rng: random.Random, lead: bool, tail: bool) -> tuple[str,
     parts = [realize(rng.choice(_phrases(intent, frame, s)), rng) for s in slots]
     front = bool(slots) and slots[0] in _FRONTABLE and rng.random() < 0.25
     text = _core(realize(verb, rng), parts, slots, front)
-    if frame[4].get("_end"):  # a value-first frame closes with its request
-        text += realize(rng.choice(frame[4]["_end"]), rng, strip=False)
     if lead and rng.random() < 0.5:
         text = rng.choice(LEADS) + text
-    last = re.search(r"\{(\w+)\}$", text)
-    if tail and last and last.group(1) in _CLOSED and rng.random() < 0.3:
-        text += rng.choice(MOD_TAILS)
-    elif tail and rng.random() < 0.5:
+    if tail and rng.random() < 0.5:
         text += rng.choice(_tails(intent))
     return _tidy(text), dict(const)
 
@@ -349,11 +240,9 @@ def cores(intent: str) -> set[str]:
                     options = [sorted(set().union(*(expand(p) for p in _phrases(intent, frame, s)))) for s in order]
                     for parts in itertools.product(*options):
                         for v in verbs:
-                            found = {_core(v, list(parts), list(order), False)}
+                            out.add(_core(v, list(parts), list(order), False))
                             if order and order[0] in _FRONTABLE:
-                                found.add(_core(v, list(parts), list(order), True))
-                            ends = set().union(*(expand(e) for e in frame[4].get("_end", [])))
-                            out |= {_tidy(c + e) for c in found for e in ends} if ends else found
+                                out.add(_core(v, list(parts), list(order), True))
     return out
 
 
