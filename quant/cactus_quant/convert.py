@@ -8,9 +8,11 @@ are quantized and how (docs/formats.md).  Which tensors get quantized: every
 ``blocks.N``) whose input dim is a multiple of 32.  Embeddings and ``lm_head``
 (the "head") follow ``head=``: ``keep`` leaves them in their source dtype,
 ``int8``/``int4`` store them as affine groups, ``cq4`` as CQ (8-bit codes of
-2-vectors), ``cq6``/``cq5`` as CQ with a scalar codebook of 64/32 levels.  Each of these is
-a format every backend already multiplies by (``linear``, the tied output head);
-embedding lookups dequantize only the rows they read.
+2-vectors), ``cq6``/``cq5`` as CQ with a scalar codebook of 64/32 levels (``cq6``
+is the default).  Each of these is a format every backend already multiplies by
+(``linear``, the tied output head); embedding lookups dequantize only the rows they
+read.  Only the token tables match: an encoder's position and token-type embeddings
+stay in their source dtype.
 
 Weights are read straight from the safetensors bytes (memory-mapped, bf16
 included, which ``safetensors.numpy`` cannot represent) and the bundle is
@@ -31,6 +33,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from cactus_core.convert_cli import DEFAULT_HEAD
 from cactus_core.errors import CactusError, QuantizationError
 from cactus_core.formats import BFloat16, QuantizedTensor, to_float32
 
@@ -140,7 +143,7 @@ def convert(
     progress: bool = True,
     calibration: Optional[Callable[[str], np.ndarray]] = None,
     quantizer: Any = None,
-    head: str = "keep",
+    head: str = DEFAULT_HEAD,
     measure: Optional[Callable[[str, int], float]] = None,
     self_calibrate: Optional[bool] = None,
     calibration_samples: int = DEFAULT_SAMPLES,
@@ -163,7 +166,8 @@ def convert(
     ``self_calibrate=False`` keeps it data-free, ``True`` asks for it whatever the
     scheme.  ``quantizer`` overrides the
     registered scheme object (tests, custom settings).  ``head`` says how
-    embeddings and ``lm_head`` are stored (:data:`HEAD_CHOICES`).  ``measure``
+    embeddings and ``lm_head`` are stored (:data:`HEAD_CHOICES`; default
+    ``cactus convert``'s, ``cactus_core.convert_cli.DEFAULT_HEAD``).  ``measure``
     is the mixed-precision sensitivity ``measure(name, bits)`` (e.g. measured KL,
     see :mod:`cactus_quant.sensitivity`); without it the weight-error proxy plans.
     """

@@ -16,7 +16,7 @@ if REASON:
 
 from cactus_metal.backend import MetalBackend  # noqa: E402
 from conformance import BackendConformance  # noqa: E402
-from cq_cases import LAYOUTS, check_cq_linear  # noqa: E402
+from cq_cases import HEAD_LAYOUTS, LAYOUTS, check_cq_linear  # noqa: E402
 
 
 class TestMetal(BackendConformance):
@@ -29,3 +29,10 @@ class TestMetal(BackendConformance):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_cq_linear_matches_reference(rows, layout):
     check_cq_linear(MetalBackend(), rows, layout, seed=rows)
+
+
+@pytest.mark.parametrize("rows", [1, 8, 70])
+@pytest.mark.parametrize("layout,n", HEAD_LAYOUTS)
+def test_cq_head_linear_matches_reference(rows, layout, n):
+    """The output heads of --head cq6 (the default) and cq5."""
+    check_cq_linear(MetalBackend(), rows, layout, seed=rows, n=n)

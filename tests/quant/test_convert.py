@@ -47,7 +47,8 @@ def _load_bundle(out):
 def test_convert_round_trip(checkpoint, tmp_path, bits, method, fmt):
     src, tensors = checkpoint
     out = tmp_path / "bundle"
-    report = convert(src, out, bits=bits, method=method, progress=False)
+    # the head kept in its dtype, so it is checked below as a kept tensor (the default: next test)
+    report = convert(src, out, bits=bits, method=method, progress=False, head="keep")
     assert report["tensors_quantized"] == 2 and report["tensors_kept"] == 3
     assert report["bits_per_weight"] <= (bits if method == "cq" else 4.25) + 0.6  # small tensors: table overhead
     manifest, weights = _load_bundle(out)
@@ -63,6 +64,24 @@ def test_convert_round_trip(checkpoint, tmp_path, bits, method, fmt):
     # kept tensors are byte-identical, bf16 stays bf16
     assert isinstance(weights["model.embed_tokens.weight"], BFloat16)
     np.testing.assert_array_equal(weights["model.embed_tokens.weight"].raw, tensors["model.embed_tokens.weight"][1])
+    np.testing.assert_array_equal(weights["model.layers.0.odd.weight"], tensors["model.layers.0.odd.weight"][1])
+
+
+def test_convert_stores_the_embedding_as_cq6_by_default(checkpoint, tmp_path):
+    """Without ``head=``, the token table (bf16 here) becomes a 64-level scalar CQ table
+    (``cactus convert``'s default); the other tensors are kept as they were."""
+    src, tensors = checkpoint
+    out = tmp_path / "bundle"
+    report = convert(src, out, bits=4, progress=False)
+    assert report["head"] == "cq6" and report["head_tensors"] == ["model.embed_tokens.weight"]
+    assert report["tensors_quantized"] == 2 and report["tensors_kept"] == 2
+    assert 6.0 < report["head_bits_per_weight"] < 6.4  # codes, a scale per 128, table and signs
+    manifest, weights = _load_bundle(out)
+    entry = manifest["quantization"]["tensors"]["model.embed_tokens.weight"]
+    assert entry["format"] == "cq" and (entry["meta"]["index_bits"], entry["meta"]["vec_dim"]) == (6, 1)
+    w = bf16_to_f32(tensors["model.embed_tokens.weight"][1])
+    deq = weights["model.embed_tokens.weight"].dequantize_unrotated()
+    assert np.sum((deq - w) ** 2) / np.sum(w**2) < 2e-3  # 64 Lloyd-Max levels of N(0, 1): ~5e-4
     np.testing.assert_array_equal(weights["model.layers.0.odd.weight"], tensors["model.layers.0.odd.weight"][1])
 
 

@@ -95,6 +95,10 @@ def test_run_repo_id_downloads_converts_once_then_reuses(hub, tmp_path):
     manifest = json.loads((bundle / "cactus.json").read_text())
     assert manifest["quantization"]["scheme"] == "cq4"
     assert {e["format"] for e in manifest["quantization"]["tensors"].values()} >= {"cq"}
+    # `cactus convert`'s default head: the tied embedding as a 64-level scalar CQ table
+    assert manifest["quantization"]["head"] == "cq6"
+    embed = manifest["quantization"]["tensors"]["model.embed_tokens.weight"]
+    assert embed["format"] == "cq" and (embed["meta"]["index_bits"], embed["meta"]["vec_dim"]) == (6, 1)
     assert "converting" in first.stderr
 
     # Second run: the converted bundle is reused; the hub is not even asked, so offline works.
