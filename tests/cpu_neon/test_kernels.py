@@ -113,7 +113,8 @@ def test_cq_linear_matches_dequantized_reference(neon, ref, rng, bits, d, M):
 @pytest.mark.parametrize("M", [1, 3, 40])
 def test_cq_scalar_head_layouts_match_reference(neon, ref, rng, bits, K, group, block, M):
     """cq6 / cq5 heads: groups of whole 64-code blocks (AVX-512 VBMI lookups where built) and
-    groups that are not (80, 120: the NEON loops), decode, small and panel-sized prefill."""
+    groups that are not (80, 120: the NEON loops), decode (on AVX2 without VBMI, pshufb lookups of
+    groups of 32 codes), small and panel-sized prefill."""
     w, b = _cq(rng, 70, K, bits, 1, group, block), _rand(rng, 70)
     x = _rand(rng, 1, M, K)
     want = ref.linear(x, w, b)
