@@ -168,7 +168,7 @@ int cn_affine_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
     if (M <= 0 || N <= 0) return 0;
     affine_args a = {x, NULL, NULL, NULL, M, K, N, group, K * bits / 8, codes, scales, biases, bias, y};
     if (M > 1) {
-        if (cn_gemm_avx512_available() && cn_gemm_panels_fit(256))
+        if (cn_gemm_panels_available() && cn_gemm_panels_fit(256))
             cn_parallel_for((N + 31) / 32, M * N * K, bits == 4 ? panels4b : panels8b, &a);
         else
             cn_parallel_for((N + 3) / 4, M * N * K, bits == 4 ? gemm4b : gemm8b, &a);

@@ -237,7 +237,7 @@ void cn_attention(const float *q, const void *k, const void *v, int kvtype, floa
                   const float *mask, int64_t ms0, int64_t ms1, int64_t ms2, int64_t ms3,
                   int64_t kvs0, int64_t kvs1) {
     const int64_t group = Hq / Hkv, base = B * Hkv * L;
-    if (L > 1 && cn_gemm_avx512_available()) {
+    if (L > 1 && cn_gemm_panels_available()) {
         void *probe = malloc(sizeof(float) * (size_t)(group * L * S));
         if (probe && cn_gemm_panels_fit(256)) {
             free(probe);

@@ -567,7 +567,7 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
         } else
 #endif
             cn_parallel_for(N, N * K, gemv, &a);
-    } else if (cn_gemm_avx512_available()) {
+    } else if (cn_gemm_panels_available()) {
         if (!cn_gemm_panels_fit(cq_panel_kc(group))) {
             free(xr);
             return -2;

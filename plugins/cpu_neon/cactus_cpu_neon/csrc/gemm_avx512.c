@@ -1,4 +1,4 @@
-/* Float linear on AVX-512: the prefill microkernel for weights decoded into
+/* Float linear on AVX-512 (and, for prefill, AVX2): the prefill microkernel for weights decoded into
  * packed panels, and the decode (matrix-vector) loop for 16/32-bit rows.
  *
  * Prefill is compute-bound.  Through SIMDe the NEON 4x4 tile of linear.c runs
@@ -201,6 +201,136 @@ static void transpose_rows(const float *rows, int64_t ld, int64_t kc, float *pan
         for (int j = 0; j < 32; j++) panel[k * 32 + j] = rows[j * ld + k];
 }
 
+#define CN_PANELS 1
+#elif defined(__AVX2__) && defined(__FMA__)
+/* ---- AVX2 without AVX-512 (session 11) ------------------------------------
+ * The same panels through a 6 x 16 outer-product tile: twelve ymm
+ * accumulators, two panel vectors and one broadcast fill the sixteen
+ * registers, and each panel vector serves six rows of x.  Each 32-column
+ * panel is done as two 16-column halves.  Through SIMDe the 4 x 4 tile of
+ * linear.c ran at 128-bit width: 0.36x llama.cpp's prefill on a Zen 3 pair. */
+#include <immintrin.h>
+
+int cn_gemm_avx512_available(void) { return 0; }
+int cn_gemm_bf16_available(void) { return 0; }
+void cn_to_bf16(const float *x, int64_t n, uint16_t *out) { (void)x, (void)n, (void)out; }
+static void pack_bf16(const float *panel, int64_t kc, uint32_t *panel16) { (void)panel, (void)kc, (void)panel16; }
+static void gemm_panel_bf16(const uint16_t *xb, int64_t M, int64_t K, int64_t k0, int64_t kc,
+                            const uint32_t *panel16, float *y, int64_t N, int64_t n0, int accumulate) {
+    (void)xb, (void)M, (void)K, (void)k0, (void)kc, (void)panel16, (void)y, (void)N, (void)n0, (void)accumulate;
+}
+void cn_gemv_avx512(const float *x, int64_t K, const void *w, int wt, const float *bias, float *y, int64_t n0,
+                    int64_t n1) {
+    (void)x, (void)K, (void)w, (void)wt, (void)bias, (void)y, (void)n0, (void)n1;
+}
+
+/* Lanes [0, cols) of a 16-column half (cols < 16 only in the last panel). */
+CN_INLINE void store16(__m256 c0, __m256 c1, float *y, int cols, int accumulate) {
+    float t[16];
+    if (cols == 16) {
+        if (accumulate) c0 = _mm256_add_ps(c0, _mm256_loadu_ps(y)), c1 = _mm256_add_ps(c1, _mm256_loadu_ps(y + 8));
+        _mm256_storeu_ps(y, c0), _mm256_storeu_ps(y + 8, c1);
+        return;
+    }
+    _mm256_storeu_ps(t, c0), _mm256_storeu_ps(t + 8, c1);
+    for (int j = 0; j < cols; j++) y[j] = t[j] + (accumulate ? y[j] : 0.0f);
+}
+
+/* y[m .. m+6, 0 .. cols) (+)= six x rows times panel columns [0, 16) (panel row
+ * stride 32).  Named accumulators, not an array: with an array GCC kept the twelve
+ * sums on the stack and stored them every step (63 against 147 GFLOP/s for a
+ * 512 x 2048 x 8192 product on two Zen 3 cores). */
+static void tile6(const float *x, int64_t ldx, const float *panel, int64_t kc, float *y, int64_t ldy, int cols,
+                  int accumulate) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0;
+    __m256 d0 = a0, d1 = a0, e0 = a0, e1 = a0, f0 = a0, f1 = a0;
+    const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx, *x4 = x + 4 * ldx, *x5 = x + 5 * ldx;
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 w0 = _mm256_loadu_ps(panel + 32 * k), w1 = _mm256_loadu_ps(panel + 32 * k + 8);
+        __m256 v = _mm256_broadcast_ss(x0 + k);
+        a0 = _mm256_fmadd_ps(v, w0, a0), a1 = _mm256_fmadd_ps(v, w1, a1);
+        v = _mm256_broadcast_ss(x1 + k);
+        b0 = _mm256_fmadd_ps(v, w0, b0), b1 = _mm256_fmadd_ps(v, w1, b1);
+        v = _mm256_broadcast_ss(x2 + k);
+        c0 = _mm256_fmadd_ps(v, w0, c0), c1 = _mm256_fmadd_ps(v, w1, c1);
+        v = _mm256_broadcast_ss(x3 + k);
+        d0 = _mm256_fmadd_ps(v, w0, d0), d1 = _mm256_fmadd_ps(v, w1, d1);
+        v = _mm256_broadcast_ss(x4 + k);
+        e0 = _mm256_fmadd_ps(v, w0, e0), e1 = _mm256_fmadd_ps(v, w1, e1);
+        v = _mm256_broadcast_ss(x5 + k);
+        f0 = _mm256_fmadd_ps(v, w0, f0), f1 = _mm256_fmadd_ps(v, w1, f1);
+    }
+    store16(a0, a1, y, cols, accumulate), store16(b0, b1, y + ldy, cols, accumulate);
+    store16(c0, c1, y + 2 * ldy, cols, accumulate), store16(d0, d1, y + 3 * ldy, cols, accumulate);
+    store16(e0, e1, y + 4 * ldy, cols, accumulate), store16(f0, f1, y + 5 * ldy, cols, accumulate);
+}
+
+/* One row (the last M % 6). */
+static void tile1(const float *x, const float *panel, int64_t kc, float *y, int cols, int accumulate) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) { /* two chains per half: one FMA chain would wait on its latency */
+        const __m256 u = _mm256_broadcast_ss(x + k), v = _mm256_broadcast_ss(x + k + 1);
+        a0 = _mm256_fmadd_ps(u, _mm256_loadu_ps(panel + 32 * k), a0);
+        a1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(panel + 32 * k + 8), a1);
+        b0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel + 32 * k + 32), b0);
+        b1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(panel + 32 * k + 40), b1);
+    }
+    for (; k < kc; k++) {
+        const __m256 u = _mm256_broadcast_ss(x + k);
+        a0 = _mm256_fmadd_ps(u, _mm256_loadu_ps(panel + 32 * k), a0);
+        a1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(panel + 32 * k + 8), a1);
+    }
+    store16(_mm256_add_ps(a0, b0), _mm256_add_ps(a1, b1), y, cols, accumulate);
+}
+
+void cn_gemm_panel_avx512(const float *x, int64_t M, int64_t K, int64_t k0, int64_t kc,
+                          const float *panel, float *y, int64_t N, int64_t n0, int accumulate) {
+    for (int h = 0; h < 2; h++) {
+        const int cols = (int)CN_MIN(16, N - n0 - 16 * h);
+        if (cols <= 0) break;
+        const float *ph = panel + 16 * h;
+        float *yh = y + n0 + 16 * h;
+        int64_t m = 0;
+        for (; m + 6 <= M; m += 6) tile6(x + m * K + k0, K, ph, kc, yh + m * N, N, cols, accumulate);
+        for (; m < M; m++) tile1(x + m * K + k0, ph, kc, yh + m * N, cols, accumulate);
+    }
+}
+
+/* rows[32][ld] (the first kc columns) to panel[kc][32]: 8 x 8 blocks transposed in
+ * registers (unpacks, shuffles, lane swaps: 24 instructions per 64 floats), the
+ * kc % 8 tail one value at a time. */
+static void transpose_rows(const float *rows, int64_t ld, int64_t kc, float *panel) {
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8)
+        for (int b = 0; b < 4; b++) {
+            __m256 r[8], t[8];
+            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(rows + (8 * b + i) * ld + k);
+            for (int i = 0; i < 8; i += 2) {
+                t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 8; i += 4) {
+                r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+                r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+                r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+                r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+            }
+            /* r[0..3]: columns 0, 1, 2, 3 of rows 0-3 (low lane) and columns 4-7 (high lane); r[4..7] rows 4-7 */
+            for (int c = 0; c < 4; c++) {
+                _mm256_storeu_ps(panel + (k + c) * 32 + 8 * b, _mm256_permute2f128_ps(r[c], r[c + 4], 0x20));
+                _mm256_storeu_ps(panel + (k + c + 4) * 32 + 8 * b, _mm256_permute2f128_ps(r[c], r[c + 4], 0x31));
+            }
+        }
+    for (; k < kc; k++)
+        for (int j = 0; j < 32; j++) panel[k * 32 + j] = rows[j * ld + k];
+}
+#define CN_PANELS 1
+#endif
+
+#ifdef CN_PANELS
+int cn_gemm_panels_available(void) { return 1; }
+
 /* Output panels [p0, p1) of 32 columns: fill decodes kc inputs of each weight
  * row, contiguously, into a row buffer that is then transposed into the panel
  * (once per call: every row of x meets each panel).  Decoding rows in order
@@ -246,6 +376,9 @@ int cn_gemm_panels_fit(int64_t kc_max) {
     return probe != NULL;
 }
 
+#endif
+
+#if defined(__AVX512F__)
 /* ---- decode: float32 / float16 / bfloat16 rows -------------------------
  * One row at a time, four zmm accumulators: a single sequential stream per
  * thread is what the hardware prefetcher follows best.  linear.c's 4-row
@@ -288,7 +421,9 @@ void cn_gemv_avx512(const float *x, int64_t K, const void *w, int wt, const floa
     else gemv_rows(x, K, w, CN_BF16, bias, y, n0, n1);
 }
 
-#else
+#elif !defined(CN_PANELS)
+
+int cn_gemm_panels_available(void) { return 0; }
 
 int cn_gemm_avx512_available(void) { return 0; }
 int cn_gemm_panels_fit(int64_t kc_max) {

@@ -181,7 +181,7 @@ void cn_linear(const float *x, int64_t M, int64_t K, const void *w, int wtype, i
     linear_args a = {x, M, K, N, w, bias, y, wtype};
     if (M == 1 && cn_gemm_avx512_available())
         cn_parallel_for(N, N * K, gemv_avx512, &a);
-    else if (M > 1 && cn_gemm_avx512_available() && cn_gemm_panels_fit(KC))
+    else if (M > 1 && cn_gemm_panels_available() && cn_gemm_panels_fit(KC))
         cn_parallel_for((N + 31) / 32, M * N * K, panel_fns[wtype], &a);
     else
         cn_parallel_for((N + 3) / 4, M * N * K, M == 1 ? gemv_fns[wtype] : gemm_fns[wtype], &a);

@@ -289,6 +289,8 @@ void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1);
  * (gemm_avx512.c): y[:, n0:n0+32] (+)= x[:, k0:k0+kc] @ panel.  available()
  * is 0 where the build does not target AVX-512; then the kernel does nothing. */
 int cn_gemm_avx512_available(void);
+/* Whether the packed-panel prefill runs here: AVX-512, or AVX2 + FMA with a 6 x 16 tile. */
+int cn_gemm_panels_available(void);
 void cn_gemm_panel_avx512(const float *x, int64_t M, int64_t K, int64_t k0, int64_t kc,
                           const float *panel, float *y, int64_t N, int64_t n0, int accumulate);
 /* Writes weights [k0, k1) of row n to out[k - k0]. */
