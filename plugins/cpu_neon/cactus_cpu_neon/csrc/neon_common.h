@@ -285,9 +285,10 @@ void cn_linear_gemv_multi(const float *x, int64_t K, int n, const cn_float_weigh
 int cn_cq_gemv_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, float *y);
 void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1);
 
-/* Prefill microkernel on AVX-512 for packed 32-row weight panels
- * (gemm_avx512.c): y[:, n0:n0+32] (+)= x[:, k0:k0+kc] @ panel.  available()
- * is 0 where the build does not target AVX-512; then the kernel does nothing. */
+/* Prefill microkernel for packed 32-row weight panels (gemm_avx512.c): y[:, n0:n0+32]
+ * (+)= x[:, k0:k0+kc] @ panel, on AVX-512 or AVX2 + FMA (cn_gemm_panels_available());
+ * elsewhere it does nothing.  cn_gemm_avx512_available() is 1 only on AVX-512
+ * builds, where the float decode loop cn_gemv_avx512 runs too. */
 int cn_gemm_avx512_available(void);
 /* Whether the packed-panel prefill runs here: AVX-512, or AVX2 + FMA with a 6 x 16 tile. */
 int cn_gemm_panels_available(void);
