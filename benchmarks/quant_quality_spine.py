@@ -79,6 +79,10 @@ ROWS = {
     "CQ2": dict(bits="2", head="keep"),
     "CQ4 + head cq4": dict(bits="4", head="cq4"),
     "CQ4 + head cq6": dict(bits="4", head="cq6"),
+    # 16 scalar levels instead of 256 2-vectors: what AVX2's pshufb and NEON's vqtbl1q look up
+    # in one instruction (docs/benchmarks.md, session 11); the same self-calibrated pipeline
+    "CQ4 scalar 16-level": dict(bits="4", head="keep", self_calibrate=True,
+                                quantizer=("cq4", 4, dict(index_bits=4, vec_dim=1))),
     # calibration variants (docs/quantization.md, session 5)
     "CQ4 sequential": dict(bits="4", head="keep", sequential=True),
     "CQ4 512 samples": dict(bits="4", head="keep", calibration_samples=512),
@@ -259,6 +263,7 @@ def main() -> int:
     from cactus_core.convert_cli import run_convert
     from cactus_quant import sensitivity as sens
     from cactus_quant.convert import convert as quant_convert
+    from cactus_quant.cq import CQQuantizer
 
     rows = list(ROWS) if not args.rows else [r.strip() for r in args.rows.split(",")]
     unknown = [r for r in rows if r not in ROWS]
@@ -282,6 +287,9 @@ def main() -> int:
             if spec == "mlx":
                 bpw, model_bpw = mlx_affine_copy(args.model, str(out))
             else:
+                if "quantizer" in spec:  # a CQ scheme with other parameters than the preset's
+                    name, bits, params = spec["quantizer"]
+                    spec = {**spec, "quantizer": CQQuantizer(name, bits, **params)}
                 if seed is not None:  # cactus_quant's convert takes the seed; run_convert does not
                     rep = quant_convert(args.model, str(out), progress=False, calibration_seed=seed,
                                         **{**spec, "bits": float(spec["bits"])})
