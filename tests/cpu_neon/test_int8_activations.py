@@ -60,7 +60,7 @@ def _int8_emulation(x, w, bias):
     xr = hadamard((x.reshape(-1) * signs).astype(np.float32), m["block_size"]).reshape(-1, group)
     amax = np.abs(xr).max(axis=1, keepdims=True)
     xq = np.rint(xr * (np.float32(127) / amax).astype(np.float32)).astype(np.int64)
-    planes, cb_scale = quantize_codebook(w.arrays["codebook"])
+    planes, cb_scale = quantize_codebook(w.arrays["codebook"], 63 if (bits, d) == (4, 1) else 127)
     codes = unpack_bits(w.arrays["codes"], bits, K // d).astype(np.int64)
     wq = np.stack([planes[e][codes] for e in range(d)], axis=-1).reshape(N, -1, group).astype(np.int64)
     dots = np.einsum("ngk,gk->ng", wq, xq).astype(np.float64)
@@ -70,8 +70,14 @@ def _int8_emulation(x, w, bias):
 
 # CQ4 (8-bit codes of 2-vectors), CQ3 (6-bit), CQ2 (8-bit codes of 4-vectors: groups of 128 are
 # half a 64-code chunk, and 80 inputs are 20 codes), the cq6 / cq5 heads (6- and 5-bit codes of
-# scalars: a group of 128 is two chunks, 80 a chunk and a quarter)
-LAYOUTS = [(8, 2), (6, 2), (8, 4), (6, 1), (5, 1)]
+# scalars: a group of 128 is two chunks, 80 a chunk and a quarter), CQ4 since session 12 (4-bit
+# codes of scalars, x laid out as for 2-vectors: 80 inputs are 40 code bytes, a step and a quarter)
+LAYOUTS = [(8, 2), (6, 2), (8, 4), (6, 1), (5, 1), (4, 1)]
+
+
+def _needs_kernel(backend, bits, d):
+    if not backend._int8_for(bits, d):
+        pytest.skip(f"this build has no native int8 kernel for {bits}-bit codes of {d}-vectors")
 
 
 @pytest.mark.parametrize("bits,d", LAYOUTS)
@@ -80,6 +86,7 @@ def test_int8_path_computes_the_int8_arithmetic(neon_i8, rng, bits, d, shape):
     N, K, group, block = shape
     if group % (4 * d):
         pytest.skip("not a CQ layout: groups are whole runs of four vectors")
+    _needs_kernel(neon_i8, bits, d)
     w, bias = _cq(rng, N, K, bits, d=d, group=group, block=block), rng.standard_normal(N).astype(np.float32)
     x = rng.standard_normal((1, 1, K)).astype(np.float32)
     got, want = neon_i8.linear(x, w, bias)[0, 0], _int8_emulation(x, w, bias)
@@ -94,6 +101,7 @@ def test_int8_path_is_within_its_bound_of_the_exact_kernel(neon, neon_i8, rng, b
     N, K, group, block = shape
     if group % (4 * d):
         pytest.skip("not a CQ layout: groups are whole runs of four vectors")
+    _needs_kernel(neon_i8, bits, d)
     w, bias = _cq(rng, N, K, bits, d=d, group=group, block=block), rng.standard_normal(N).astype(np.float32)
     x = rng.standard_normal((1, 1, K)).astype(np.float32)
     exact, got = neon.linear(x, w, bias), neon_i8.linear(x, w, bias)
@@ -108,6 +116,7 @@ def test_cq4_groups_of_128_compute_the_int8_arithmetic(neon_i8, rng, N, K):
     """CQ4 in groups of 128 inputs (every CQ4 model) has its own AVX-512 loop (cq_vbmi.c,
     i8_row_cq4): rows of more than 16 groups (its blocks of 16 factors, the last one
     partial), a lone group, and all 256 code values in both halves of the table."""
+    _needs_kernel(neon_i8, 8, 2)
     w, bias = _cq(rng, N, K, 8, d=2, group=128, block=128), rng.standard_normal(N).astype(np.float32)
     assert N * K < 2**14 or len(np.unique(w.arrays["codes"])) == 256
     x = rng.standard_normal((1, 1, K)).astype(np.float32)
@@ -133,19 +142,22 @@ def test_bf16_prefill_is_within_its_bound_of_the_exact_kernel(neon, neon_bf16, r
 
 
 def test_prefill_and_other_layouts_stay_exact(neon, neon_i8, rng):
-    """Several tokens (prefill) and scalar / 5-bit layouts have no int8 kernel: bit-identical."""
-    w = _cq(rng, 40, 256, 8)
-    x = rng.standard_normal((1, 6, 256)).astype(np.float32)
-    assert np.array_equal(neon_i8.linear(x, w), neon.linear(x, w))
-    for bits, d in [(4, 1), (5, 2)]:
+    """Several tokens (prefill) and 256-entry scalar / 5-bit 2-vector layouts have no int8
+    kernel: bit-identical."""
+    for bits, d in [(8, 2), (4, 1)]:
+        w = _cq(rng, 40, 256, bits, d=d)
+        x = rng.standard_normal((1, 6, 256)).astype(np.float32)
+        assert np.array_equal(neon_i8.linear(x, w), neon.linear(x, w))
+    for bits, d in [(8, 1), (5, 2)]:
         w = _cq(rng, 40, 256, bits, d=d, group=64)
         x = rng.standard_normal((1, 1, 256)).astype(np.float32)
         assert np.array_equal(neon_i8.linear(x, w), neon.linear(x, w))
 
 
-def test_non_finite_codebook_takes_the_exact_path(neon, neon_i8, rng):
+@pytest.mark.parametrize("bits,d", [(8, 2), (4, 1)])
+def test_non_finite_codebook_takes_the_exact_path(neon, neon_i8, rng, bits, d):
     """A broken bundle (NaN in its codebook) gives the exact kernel's NaNs, not int8 garbage."""
-    w = _cq(rng, 16, 256, 8)
+    w = _cq(rng, 16, 256, bits, d=d)
     w.arrays["codebook"][3, 0] = np.nan
     x = rng.standard_normal((1, 1, 256)).astype(np.float32)
     np.testing.assert_array_equal(neon_i8.linear(x, w), neon.linear(x, w))
@@ -156,13 +168,16 @@ def test_setting_from_argument_and_environment(neon_backend_class, monkeypatch):
 
     # 2: measured faster (AVX-512 VBMI + VNNI), 1: native but unmeasured (arm64), 0: SIMDe only
     level = load_kernels().lib.cn_cq_i8_kernel(8, 2)
-    assert load_kernels().lib.cn_cq_i8_kernel(4, 1) == 0  # 16- and 256-entry scalar codebooks have none
-    assert load_kernels().lib.cn_cq_i8_kernel(8, 1) == 0
+    assert load_kernels().lib.cn_cq_i8_kernel(8, 1) == 0  # 256-entry scalar codebooks have none
+    # CQ4 (4-bit scalars): AVX2 has a measured kernel even where 2-vectors have none
+    cq4 = load_kernels().lib.cn_cq_i8_kernel(4, 1)
+    assert cq4 >= level
     assert load_kernels().lib.cn_cq_i8_kernel(8, 4) == level  # CQ2 has
     assert load_kernels().lib.cn_cq_i8_kernel(6, 1) == load_kernels().lib.cn_cq_i8_kernel(5, 1) == level  # cq6/cq5
     monkeypatch.delenv("CACTUS_INT8_ACT", raising=False)
     assert neon_backend_class().int8_activations is None  # auto
     assert ("int8 CQ decode" in neon_backend_class().describe()) == (level == 2)
+    assert ("int8 CQ4 decode" in neon_backend_class().describe()) == (level < 2 and cq4 == 2)
     monkeypatch.setenv("CACTUS_INT8_ACT", "0")
     assert "int8" not in neon_backend_class().describe()
     assert neon_backend_class(int8_activations=True).int8_activations is True  # the argument wins
@@ -207,6 +222,7 @@ def _convert(src, out, bits):
                                              ("gemma3-softcap", 4, 1.5e-1)])
 def test_test_models_decode_logits_stay_close(neon, neon_i8, name, bits, bound, tmp_path):
     test_models = pytest.importorskip("test_models", reason="needs tests/test_models.py helpers")
+    _needs_kernel(neon_i8, *{4: (4, 1), 3: (6, 2)}[bits])
     _, src = test_models.build_reference(name, tmp_path)
     path = _convert(src, tmp_path / f"cq{bits}", bits)
     exact, int8 = _model(path, neon), _model(path, neon_i8)

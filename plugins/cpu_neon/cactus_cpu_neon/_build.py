@@ -35,7 +35,7 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "csrc")
 SOURCES = (
-    "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "cq_i8.c", "fused.c", "block.c", "affine.c",
+    "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "cq_i8.c", "cq_i8_avx2.c", "fused.c", "block.c", "affine.c",
     # x86 AVX-512 kernels; empty stubs elsewhere
     "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c", "attention_avx512.c", "prologue_avx512.c",
 )

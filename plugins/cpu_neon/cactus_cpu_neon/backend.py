@@ -124,19 +124,20 @@ def int8_activations_setting(value: Optional[bool] = None) -> Optional[bool]:
     return _setting(value, "CACTUS_INT8_ACT")
 
 
-def quantize_codebook(codebook: np.ndarray) -> Optional[tuple[np.ndarray, float]]:
+def quantize_codebook(codebook: np.ndarray, limit: int = 127) -> Optional[tuple[np.ndarray, float]]:
     """A CQ codebook (entries, vec_dim) as int8 planes (vec_dim, entries) and their scale.
 
     One scale for the whole table, from its largest magnitude, so nothing is
-    clipped; entry (c, e) is about ``planes[e, c] * scale``.  None for a
+    clipped; entry (c, e) is about ``planes[e, c] * scale`` with ``|planes| <= limit``
+    (``cn_cq_i8_cb_limit``: 63 where the kernel adds an offset).  None for a
     codebook with non-finite entries (the exact kernel then runs, and shows them).
     """
     cb = np.asarray(codebook, dtype=np.float32)
     if not np.isfinite(cb).all():
         return None
     amax = float(np.abs(cb).max()) if cb.size else 0.0
-    scale = amax / 127.0 if amax > 0 else 1.0
-    q = np.clip(np.rint(cb / scale), -127, 127).astype(np.int8)
+    scale = amax / limit if amax > 0 else 1.0
+    q = np.clip(np.rint(cb / scale), -limit, limit).astype(np.int8)
     return np.ascontiguousarray(q.T), scale
 
 
@@ -256,8 +257,9 @@ class NeonBackend(BlockOps, Backend):
         """One line for reports: instruction path and threads."""
         path = "native NEON" if self.native_neon else "NEON via SIMDe"
         threads = f"{self.threads} threads, {self.threading}" if self.threading != "none" else "1 thread"
-        fast = [name for name, on in (("int8 CQ decode", self._int8_for(8, 2)),
-                                      ("bf16 CQ prefill", self.bf16_prefill)) if on]
+        # every CQ layout, or (AVX2 without VBMI) only CQ4's 4-bit scalar codes
+        i8 = "int8 CQ decode" if self._int8_for(8, 2) else "int8 CQ4 decode" if self._int8_for(4, 1) else ""
+        fast = [name for name, on in ((i8, bool(i8)), ("bf16 CQ prefill", self.bf16_prefill)) if on]
         return f"cpu_neon ({path}, {', '.join([threads] + fast)})"
 
     # --- matrix products -------------------------------------------------
@@ -315,7 +317,8 @@ class NeonBackend(BlockOps, Backend):
         layout = (buf("uint8_t[]", codes), codes.shape[1], bits, d, buf("uint16_t[]", scales), group)
         args = layout + (self._fp(codebook), self._fp(signs), int(meta["block_size"]))
         i8 = planes = None
-        quantized = quantize_codebook(codebook) if self._int8_for(bits, d) and group % 8 == 0 else None
+        quantized = (quantize_codebook(codebook, self._lib.cn_cq_i8_cb_limit(bits, d))
+                     if self._int8_for(bits, d) and group % 8 == 0 else None)
         if quantized is not None:
             planes, cb_scale = quantized
             i8 = layout + (buf("int8_t[]", planes), cb_scale, self._fp(signs), int(meta["block_size"]))

@@ -86,7 +86,8 @@ int cn_gemm_bf16_available(void);
  * (c, e) = cb_q8[e << index_bits | c] * cb_scale) with integer dot products.
  * Not exact (about 1e-2 relative to the result's magnitude).  8- and 6-bit
  * codes of 2- and 4-vectors (CQ4, CQ3, CQ2) and 6- and 5-bit codes of scalars
- * (the cq6 / cq5 heads; 5-bit groups a multiple of 8); returns -1 for other
+ * (the cq6 / cq5 heads; 5-bit groups a multiple of 8) and 4-bit codes of
+ * scalars (CQ4); returns -1 for other
  * layouts, -2 when out of memory.  cn_cq_i8_kernel says what this build has for a
  * layout: 2 a
  * kernel measured faster than cn_cq_linear's exact decode (AVX-512 VBMI +
@@ -98,6 +99,9 @@ int cn_cq_linear_i8(const float *x, int64_t M, int64_t K, const uint8_t *codes,
                     float cb_scale, const float *signs, int64_t block, int64_t N,
                     const float *bias, float *y);
 int cn_cq_i8_kernel(int index_bits, int vec_dim);
+/* The largest magnitude cb_q8 may hold for a layout: 63 for 4-bit scalar
+ * codes (the AVX2 kernel looks them up as q + 64), else 127. */
+int cn_cq_i8_cb_limit(int index_bits, int vec_dim);
 
 /* int4 / int8 affine groups (RTN, GPTQ): codes packed per row (int4: low
  * nibble first), scales and biases float16 words (N, K / group).  Returns -1

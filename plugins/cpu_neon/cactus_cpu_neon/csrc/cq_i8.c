@@ -124,17 +124,50 @@ CN_INLINE void i8_rows_neon(const cn_cq_i8_args *a, int64_t n0, int64_t n1, cons
     }
 }
 
+/* 4-bit scalar codes: one 16-entry vqtbl1q per nibble plane; x's layout
+ * (cn_cq_i8_xdim) has the even inputs (low nibbles) of a 64-byte chunk of
+ * codes at xq and the odd ones (high nibbles) at xq + 64.  The codebook is
+ * signed here: vdotq multiplies signed bytes (AVX2 needs the offset). */
+static void i8_rows_neon4(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    const int8x16_t t = vld1q_s8(a->cbq);
+    const int64_t ng = a->K / a->group, C = a->group / 2; /* code bytes per group */
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *row = a->codes + n * a->stride;
+        const uint16_t *sc = a->scales + n * ng;
+        float32x4_t tot = vdupq_n_f32(0);
+        for (int64_t g = 0; g < ng; g++) {
+            int32x4_t acc = vdupq_n_s32(0);
+            for (int64_t c = 0; c < C; c += 16) {
+                uint8_t buf[16] = {0}; /* a short last step never reads past the group */
+                const uint8_t *p = row + g * C + c;
+                if (C - c < 16) memcpy(buf, p, (size_t)(C - c)), p = buf;
+                const uint8x16_t b = vld1q_u8(p);
+                const int8_t *xq = a->xq + (g * a->nch + c / 64) * 128 + c % 64;
+                acc = dot16(acc, vqtbl1q_s8(t, vandq_u8(b, vdupq_n_u8(15))), vld1q_s8(xq));
+                acc = dot16(acc, vqtbl1q_s8(t, vshrq_n_u8(b, 4)), vld1q_s8(xq + 64));
+            }
+            tot = vfmaq_n_f32(tot, vcvtq_f32_s32(acc), cn_f16_scalar(sc[g]) * a->xf[g]);
+        }
+        a->y[n] = vaddvq_f32(tot) + (a->bias ? a->bias[n] : 0.0f);
+    }
+}
+
 static void i8_rows(const void *c, int64_t n0, int64_t n1) {
     const cn_cq_i8_args *a = c;
     if (cn_cq_i8_avx512_usable(a->bits, a->d)) cn_cq_i8_avx512_rows(a, n0, n1);
+    else if (cn_cq_i8_avx2_usable(a->bits, a->d)) cn_cq_i8_avx2_rows(a, n0, n1);
+    else if (a->bits == 4) i8_rows_neon4(a, n0, n1);
     else if (a->d == 1) a->bits == 6 ? i8_rows_neon(a, n0, n1, 6, 1) : i8_rows_neon(a, n0, n1, 5, 1);
     else if (a->d == 2) a->bits == 8 ? i8_rows_neon(a, n0, n1, 8, 2) : i8_rows_neon(a, n0, n1, 6, 2);
     else a->bits == 8 ? i8_rows_neon(a, n0, n1, 8, 4) : i8_rows_neon(a, n0, n1, 6, 4);
 }
 
+int cn_cq_i8_cb_limit(int index_bits, int vec_dim) { return index_bits == 4 && vec_dim == 1 ? 63 : 127; }
+
 int cn_cq_i8_kernel(int index_bits, int vec_dim) {
     if (!cn_cq_i8_codes(index_bits, vec_dim)) return 0;
     if (cn_cq_i8_avx512_usable(index_bits, vec_dim)) return 2; /* measured: docs/cpu_neon.md */
+    if (cn_cq_i8_avx2_usable(index_bits, vec_dim)) return 2;
     /* Native NEON: tested under qemu, speed on arm64 hardware not measured yet.
      * Through SIMDe the table lookups are emulated lane by lane (70x slower
      * than the exact kernel on SSE2): none. */
@@ -147,9 +180,10 @@ int cn_cq_linear_i8(const float *x, int64_t M, int64_t K, const uint8_t *codes, 
     if (!cn_cq_i8_layout(index_bits, vec_dim, group, K)) return -1; /* whole 4-code runs */
     if (signs && (block < 1 || (block & (block - 1)) || K % block)) return -1;
     if (M <= 0 || N <= 0) return 0;
-    const int64_t ng = K / group, nch = (group / vec_dim + 63) / 64;
+    const int xd = cn_cq_i8_xdim(index_bits, vec_dim);
+    const int64_t ng = K / group, nch = (group / xd + 63) / 64;
     float *xr = (float *)malloc(sizeof(float) * (size_t)(signs ? M * K : 0) + sizeof(float) * (size_t)ng);
-    int8_t *xq = (int8_t *)malloc((size_t)(ng * nch * 64 * vec_dim));
+    int8_t *xq = (int8_t *)malloc((size_t)(ng * nch * 64 * xd));
     int32_t *xsum = (int32_t *)malloc(sizeof(int32_t) * (size_t)ng);
     if (!xr || !xq || !xsum) {
         free(xr), free(xq), free(xsum);
@@ -162,7 +196,7 @@ int cn_cq_linear_i8(const float *x, int64_t M, int64_t K, const uint8_t *codes, 
     }
     cn_cq_i8_args a = {xq, xf, xsum, codes, stride, scales, K, group, nch, index_bits, vec_dim, cb_q8, bias, NULL};
     for (int64_t m = 0; m < M; m++) {
-        quantize_x(x + m * K, K, group, vec_dim, cb_scale, xq, xf, xsum);
+        quantize_x(x + m * K, K, group, xd, cb_scale, xq, xf, xsum);
         a.y = y + m * N;
         cn_parallel_for(N, N * K, i8_rows, &a);
     }
@@ -176,9 +210,9 @@ int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, floa
     /* Per weight: rotated x (K), int8 x, base scales (cb_scale 1), its own scales, sums. */
     size_t bytes = 0;
     for (int i = 0; i < n; i++) {
-        const int bits = w[i].index_bits, d = w[i].vec_dim;
+        const int bits = w[i].index_bits, d = cn_cq_i8_xdim(bits, w[i].vec_dim);
         const int64_t group = w[i].group;
-        if (!cn_cq_i8_layout(bits, d, group, K)) return -1;
+        if (!cn_cq_i8_layout(bits, w[i].vec_dim, group, K)) return -1;
         const size_t ng = (size_t)(K / group);
         bytes += ng * (size_t)((group / d + 63) / 64 * 64 * d) + 16 * ng + 4 * (size_t)K;
     }
@@ -191,7 +225,7 @@ int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, floa
     char *p = buf;
     int64_t rows = 0;
     for (int i = 0; i < n; i++) {
-        const int d = w[i].vec_dim;
+        const int d = cn_cq_i8_xdim(w[i].index_bits, w[i].vec_dim); /* x's layout */
         const int64_t group = w[i].group, ng = K / group, nch = (group / d + 63) / 64;
         int8_t *xq = (int8_t *)(p + (64 - (uintptr_t)p % 64) % 64); /* a cache line apart */
         float *xr = (float *)(void *)(xq + ng * nch * 64 * d), *xf = xr + K;
@@ -201,7 +235,7 @@ int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, floa
         /* An earlier weight with the same rotation and grouping already quantized x. */
         int j = 0;
         while (j < i && !(w[j].signs == w[i].signs && (!w[i].signs || w[j].block == w[i].block) &&
-                          w[j].group == group && w[j].vec_dim == d))
+                          w[j].group == group && cn_cq_i8_xdim(w[j].index_bits, w[j].vec_dim) == d))
             j++;
         if (j < i) {
             a[i] = a[j];
@@ -213,12 +247,12 @@ int cn_cq_i8_multi(const float *x, int64_t K, int n, const cn_cq_weight *w, floa
                 xi = xr;
             }
             quantize_x(xi, K, group, d, 1.0f, xq, xf_base[i], xsum);
-            a[i] = (cn_cq_i8_args){xq, NULL, xsum, NULL, 0, NULL, K, group, nch, 0, d, NULL, NULL, NULL};
+            a[i] = (cn_cq_i8_args){xq, NULL, xsum, NULL, 0, NULL, K, group, nch, 0, 0, NULL, NULL, NULL};
         }
         for (int64_t g = 0; g < ng; g++) xf[g] = xf_base[i][g] * w[i].cb_scale;
         a[i].xf = xf;
         a[i].codes = w[i].codes, a[i].stride = w[i].stride, a[i].scales = w[i].scales;
-        a[i].bits = w[i].index_bits, a[i].cbq = w[i].cb_q8, a[i].bias = w[i].bias;
+        a[i].bits = w[i].index_bits, a[i].d = w[i].vec_dim, a[i].cbq = w[i].cb_q8, a[i].bias = w[i].bias;
         a[i].y = y + rows;
         m.fn[i] = i8_rows, m.ctx[i] = &a[i];
         rows += w[i].N;

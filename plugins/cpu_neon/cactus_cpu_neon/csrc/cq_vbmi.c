@@ -229,7 +229,8 @@ void cn_cq_vbmi_decode(const uint8_t planes[6][256], const uint8_t *row, const u
 /* ---- int8 activations (cq_i8.c has the design) ---------------------------- */
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 
-int cn_cq_i8_avx512_usable(int bits, int d) { return cn_cq_i8_codes(bits, d); }
+/* 4-bit scalar codes (CQ4) take cq_i8_avx2.c's pshufb kernel: 16 entries need no VBMI. */
+int cn_cq_i8_avx512_usable(int bits, int d) { return cn_cq_i8_codes(bits, d) && bits != 4; }
 
 /* vpdpbusd multiplies unsigned bytes by signed ones: the codebook goes in as
  * q + 128 and x as it is, and 128 * sum(x) over each group, shared by every

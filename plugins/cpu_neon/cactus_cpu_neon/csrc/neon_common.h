@@ -200,8 +200,8 @@ void cn_cq_rotate(const float *x, int64_t M, int64_t K, const float *signs, int6
 
 /* CQ decode with int8 activations (cq_i8.c; cq_vbmi.c on AVX-512 VBMI + VNNI).
  * x is quantized per scale group into chunks of 64 codes: xq holds, for group
- * g and chunk c, component e's 64 values at ((g * nch + c) * d + e) * 64,
- * zero past the group's end; xf[g] = x scale * codebook scale; xsum[g] is the
+ * g and chunk c, component e's 64 values at ((g * nch + c) * d + e) * 64
+ * (d here is cn_cq_i8_xdim: 2 for 4-bit scalar codes), zero past the group's end; xf[g] = x scale * codebook scale; xsum[g] is the
  * sum of the group's int8 values. */
 typedef struct {
     const int8_t *xq;
@@ -221,13 +221,22 @@ typedef struct {
  * output heads), with groups of whole 4-code runs (and whole bytes of 5-bit
  * codes: runs of eight). */
 CN_INLINE int cn_cq_i8_codes(int bits, int d) {
-    return ((bits == 8 || bits == 6) && (d == 2 || d == 4)) || ((bits == 6 || bits == 5) && d == 1);
+    return ((bits == 8 || bits == 6) && (d == 2 || d == 4)) || ((bits == 6 || bits == 5 || bits == 4) && d == 1);
 }
+/* Components of x's int8 layout for a weight layout: a byte of 4-bit scalar
+ * codes holds an even and an odd input (low and high nibble), so x is laid
+ * out as for 2-vectors, even inputs then odd ones per chunk, and the two
+ * nibbles of a byte meet their x with no shuffle. */
+CN_INLINE int cn_cq_i8_xdim(int bits, int d) { return bits == 4 && d == 1 ? 2 : d; }
 CN_INLINE int cn_cq_i8_layout(int bits, int d, int64_t group, int64_t K) {
     const int64_t run = bits == 5 ? 8 : 4 * d;
     return cn_cq_i8_codes(bits, d) && group >= run && group % run == 0 && K % group == 0;
 }
 int cn_cq_i8_avx512_usable(int bits, int d);
+/* 4-bit codes of scalars (CQ4) on AVX2 without AVX-512 VBMI (cq_i8_avx2.c);
+ * the int8 codebook is at most 63 in magnitude (cn_cq_i8_cb_limit). */
+int cn_cq_i8_avx2_usable(int bits, int d);
+void cn_cq_i8_avx2_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1);
 
 /* 16 codes (count of them, a multiple of 4, of 8 for 5-bit codes; the rest
  * read as 0) as bytes.  6-bit codes: each 3-byte group goes to a 32-bit lane,
