@@ -420,7 +420,7 @@ static void test_cq_i8(int bits, int d, int64_t K, int64_t N, int64_t group, int
     int8_t *cbq = malloc((size_t)(d * E));
     float amax = 0;
     for (int64_t i = 0; i < d * E; i++) cb[i] = (float)half_ref(to_half(cb[i])), amax = fmaxf(amax, fabsf(cb[i]));
-    const float cbs = amax / 127.0f;
+    const float cbs = amax / (float)cn_cq_i8_cb_limit(bits, d); /* 63 for 4-bit scalars */
     for (int64_t c = 0; c < E; c++) /* planes: component e of entry c at e * E + c */
         for (int e = 0; e < d; e++) cbq[e * E + c] = (int8_t)lrintf(cb[d * c + e] / cbs);
     for (int64_t k = 0; k < K; k++) signs[k] = rotate && frand() < 0 ? -1.0f : 1.0f;
@@ -854,6 +854,11 @@ int main(void) {
     test_cq_i8(5, 1, 960, 45, 120, 1, 0); /* 5-bit partial chunk of 56 codes (7 byte groups) */
     test_cq_i8(6, 1, 576, 29, 96, 1, 1);
     test_cq_i8(5, 1, 256, 33, 256, 1, 1);
+    test_cq_i8(4, 1, 512, 67, 128, 1, 1); /* CQ4 since session 12: 4-bit scalars, x as 2-vectors */
+    test_cq_i8(4, 1, 320, 37, 80, 2, 1);  /* 40 code bytes: a step of 16 and a short one of 8 */
+    test_cq_i8(4, 1, 576, 29, 96, 1, 1);
+    test_cq_i8(4, 1, 960, 45, 120, 1, 0);
+    test_cq_i8(4, 1, 256, 33, 256, 1, 1); /* two 64-byte chunks per group */
     /* fused calls: exact decode in one region, prefill, int8-activation decode */
     test_fused(8, 2, 1, 0);
     test_fused(6, 2, 1, 0);

@@ -126,7 +126,7 @@ def run(threads=None, repeats: int = 7, cpu_time: bool = False) -> list[dict]:
 
 
 def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
-    """GB/s of codes of CQ4 / CQ3 / CQ2 decode, exact kernel against int8 activations.
+    """GB/s of codes of CQ4 (and the old 2-vector CQ4) / CQ3 / CQ2 decode, exact kernel against int8 activations.
 
     Two sizes: 8192 x 2048 (16 MiB of CQ4 codes: fits a large L3) and 65536 x 2048
     (128 MiB: streamed from DRAM).  Best of ``repeats`` calls (wall time), which
@@ -136,7 +136,8 @@ def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
     rng = np.random.default_rng(0)
     paths = {"exact": create(threads, False), "int8": create(threads, True)}
     rows = []
-    for name, bits, d in (("cq4", 8, 2), ("cq3", 6, 2), ("cq2", 8, 4)):
+    # cq4: 4-bit scalar codes since session 12; cq4v: the 8-bit codes of 2-vectors before it
+    for name, bits, d in (("cq4", 4, 1), ("cq4v", 8, 2), ("cq3", 6, 2), ("cq2", 8, 4)):
         for N in (8192, 65536):
             meta = dict(index_bits=bits, vec_dim=d, group_size=128, block_size=128, seed=0)
             w = _formats.CQTensor(

@@ -425,14 +425,17 @@ static void cq_gemv_tbl(const void *c, int64_t n0, int64_t n1) {
 }
 #endif
 
-/* ---- the cq6 head on AVX2 (x86 without AVX-512 VBMI) ----------------------
+/* ---- scalar codebooks on AVX2 (x86 without AVX-512 VBMI): the cq6 head, CQ4 --
  * The generic loop loads each scalar entry on its own (cq_quad), and SIMDe's
  * vqtbl4q is slower still: 94 ms per token for the Llama-3.2-1B head on a
  * Zen 3 core pair, against 19 ms for an int8 head.  The 64 float16 entries
  * split into low- and high-byte planes of four 16-byte tables each; pshufb
  * looks up 32 codes per table and three blends pick the table by the code's
  * top two bits, so 32 weights cost eight pshufb, six blends, two interleaves
- * and four float16 converts.  Exact: the planes hold the codebook's own bits. */
+ * and four float16 converts.  CQ4's 16 entries are one table per plane: two
+ * pshufb and no blend.  Exact: the planes hold the codebook's own bits.  The
+ * same lookup fills CQ4 prefill panels (cq_fill_avx2): the generic fill took
+ * ~1 ns per weight, a tenth of a Llama-3.2-1B prefill. */
 #if !CN_NATIVE && defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
 #include <immintrin.h>
 
@@ -442,9 +445,9 @@ typedef struct {
 } cq_avx2_head_args;
 
 static int cq_avx2_head_prepare(const float *cb, int bits, int d, int64_t group, cq_avx2_head_args *t) {
-    if (d != 1 || bits != 6 || group % 32) return 0;
-    uint8_t lo[64], hi[64];
-    for (int i = 0; i < 64; i++) {
+    if (d != 1 || (bits != 6 && bits != 4) || group % 32) return 0;
+    uint8_t lo[64] = {0}, hi[64] = {0};
+    for (int i = 0; i < 1 << bits; i++) {
         const uint16_t h = _cvtss_sh(cb[i], _MM_FROUND_TO_NEAREST_INT);
         if (_cvtsh_ss(h) != cb[i]) return 0;
         lo[i] = (uint8_t)h, hi[i] = (uint8_t)(h >> 8);
@@ -476,6 +479,13 @@ CN_INLINE __m256i avx2_codes6x32(const uint8_t *row, int64_t v, int last) {
     return _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 6), _mm256_set1_epi32(0x3f000000)));
 }
 
+/* Codes v .. v+31 (v a multiple of 32) of 4 bits as bytes, in the same order. */
+CN_INLINE __m256i avx2_codes4x32(const uint8_t *row, int64_t v) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)(row + v / 2)), m = _mm_set1_epi8(15);
+    const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+}
+
 CN_INLINE __m256i avx2_lookup64(const __m256i t[4], __m256i idx, __m256i m1, __m256i m2, __m256i m3) {
     __m256i r = _mm256_shuffle_epi8(t[0], idx);
     r = _mm256_blendv_epi8(r, _mm256_shuffle_epi8(t[1], idx), m1);
@@ -483,8 +493,24 @@ CN_INLINE __m256i avx2_lookup64(const __m256i t[4], __m256i idx, __m256i m1, __m
     return _mm256_blendv_epi8(r, _mm256_shuffle_epi8(t[3], idx), m3);
 }
 
-static void cq_gemv_avx2_head(const void *c, int64_t n0, int64_t n1) {
-    const cq_avx2_head_args *t = c;
+/* Float16 bits of codes v .. v+31: w0 holds codes 0-7 | 16-23, w1 codes 8-15 | 24-31. */
+CN_INLINE void avx2_half32(const cq_avx2_head_args *t, const uint8_t *row, int64_t v, int last, __m256i *w0,
+                           __m256i *w1, const int bits) {
+    __m256i lo, hi;
+    if (bits == 4) {
+        const __m256i idx = avx2_codes4x32(row, v);
+        lo = _mm256_shuffle_epi8(t->lo[0], idx), hi = _mm256_shuffle_epi8(t->hi[0], idx);
+    } else {
+        const __m256i idx = avx2_codes6x32(row, v, last);
+        const __m256i m1 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(15));
+        const __m256i m2 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(31));
+        const __m256i m3 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(47));
+        lo = avx2_lookup64(t->lo, idx, m1, m2, m3), hi = avx2_lookup64(t->hi, idx, m1, m2, m3);
+    }
+    *w0 = _mm256_unpacklo_epi8(lo, hi), *w1 = _mm256_unpackhi_epi8(lo, hi);
+}
+
+CN_INLINE void avx2_rows(const cq_avx2_head_args *t, int64_t n0, int64_t n1, const int bits) {
     const cq_args *a = &t->a;
     const int64_t ng = a->K / a->group;
     for (int64_t n = n0; n < n1; n++) {
@@ -494,13 +520,9 @@ static void cq_gemv_avx2_head(const void *c, int64_t n0, int64_t n1) {
         for (int64_t g = 0; g < ng; g++) {
             __m256 p0 = _mm256_setzero_ps(), p1 = p0, p2 = p0, p3 = p0;
             for (int64_t v = g * a->group; v < (g + 1) * a->group; v += 32) {
-                const __m256i idx = avx2_codes6x32(row, v, n == a->N - 1 && v + 32 >= a->K);
-                const __m256i m1 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(15));
-                const __m256i m2 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(31));
-                const __m256i m3 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(47));
-                const __m256i lo = avx2_lookup64(t->lo, idx, m1, m2, m3), hi = avx2_lookup64(t->hi, idx, m1, m2, m3);
-                const __m256i w0 = _mm256_unpacklo_epi8(lo, hi), w1 = _mm256_unpackhi_epi8(lo, hi);
-                const float *x = a->x + v; /* w0: codes 0-7 | 16-23, w1: codes 8-15 | 24-31 */
+                __m256i w0, w1;
+                avx2_half32(t, row, v, n == a->N - 1 && v + 32 >= a->K, &w0, &w1, bits);
+                const float *x = a->x + v;
                 p0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w0)), _mm256_loadu_ps(x), p0);
                 p1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w1)), _mm256_loadu_ps(x + 8), p1);
                 p2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1)), _mm256_loadu_ps(x + 16), p2);
@@ -514,6 +536,33 @@ static void cq_gemv_avx2_head(const void *c, int64_t n0, int64_t n1) {
         a->y[n] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h))) + (a->bias ? a->bias[n] : 0.0f);
     }
 }
+
+static void cq_gemv_avx2_head(const void *c, int64_t n0, int64_t n1) {
+    const cq_avx2_head_args *t = c;
+    if (t->a.bits == 4) avx2_rows(t, n0, n1, 4);
+    else avx2_rows(t, n0, n1, 6);
+}
+
+/* Prefill panel rows: weights [k0, k1) of row n (whole groups), scaled, in natural order. */
+static void cq_fill_avx2(const void *c, int64_t n, int64_t k0, int64_t k1, float *out) {
+    const cq_avx2_head_args *t = c;
+    const cq_args *a = &t->a;
+    const uint8_t *row = a->codes + n * a->stride;
+    const uint16_t *sc = a->scales + n * (a->K / a->group);
+    for (int64_t v = k0; v < k1; v += 32) {
+        __m256i w0, w1;
+        if (a->bits == 4) avx2_half32(t, row, v, 0, &w0, &w1, 4);
+        else avx2_half32(t, row, v, n == a->N - 1 && v + 32 >= a->K, &w0, &w1, 6);
+        const __m256 s = _mm256_set1_ps(cn_f16_scalar(sc[v / a->group]));
+        float *o = out + v - k0;
+        _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w0)), s));
+        _mm256_storeu_ps(o + 8, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w1)), s));
+        _mm256_storeu_ps(o + 16, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1)), s));
+        _mm256_storeu_ps(o + 24, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1)), s));
+    }
+}
+
+static void cq_panels_avx2(const void *c, int64_t p0, int64_t p1) { cq_panels(c, p0, p1, cq_fill_avx2); }
 #define CQ_AVX2_HEAD 1
 #else
 #define CQ_AVX2_HEAD 0
@@ -582,13 +631,24 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
             a.planes = (const uint8_t (*)[256])planes;
             panels = cq_panels_vbmi;
         }
+        void *ctx = &a;
+#if CQ_AVX2_HEAD
+        cq_avx2_head_args h;
+        if (panels != cq_panels_vbmi && cq_panel_kc(group) % 32 == 0) {
+            h.a = a;
+            if (cq_avx2_head_prepare(codebook, index_bits, vec_dim, group, &h)) ctx = &h, panels = cq_panels_avx2;
+        }
+#endif
         uint16_t *xb = NULL;
         if (bf16 && cn_gemm_bf16_available() && K % 2 == 0 && cq_panel_kc(group) % 2 == 0 &&
             (xb = (uint16_t *)malloc(2 * (size_t)(M * K)))) {
             cn_to_bf16(a.x, M * K, xb); /* once per call; every panel meets it */
             a.xb = xb;
         }
-        cn_parallel_for((N + 31) / 32, M * N * K, panels, &a);
+#if CQ_AVX2_HEAD
+        if (ctx == &h) h.a.xb = a.xb;
+#endif
+        cn_parallel_for((N + 31) / 32, M * N * K, panels, ctx);
         free(xp);
         free(xb);
     } else {
