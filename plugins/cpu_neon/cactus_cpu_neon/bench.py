@@ -157,7 +157,8 @@ def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
 #: Tied output heads (vocabulary, hidden) of the shapes benchmarks/vs_llamacpp.py uses.
 HEAD_SHAPES = {"qwen3-0.6b": (151936, 1024), "llama-3.2-1b": (128256, 2048)}
 #: ``cactus convert --head`` formats: (format, index_bits, vec_dim); int8 is RTN's affine groups.
-HEAD_FORMATS = {"int8": ("int8", 8, 0), "cq6": ("cq", 6, 1), "cq5": ("cq", 5, 1), "cq4": ("cq", 8, 2)}
+# cq4: 4-bit scalar codes since session 12 (convert --head cq4 follows the cq4 preset)
+HEAD_FORMATS = {"int8": ("int8", 8, 0), "cq6": ("cq", 6, 1), "cq5": ("cq", 5, 1), "cq4": ("cq", 4, 1)}
 
 
 def _head_tensor(rng, V: int, D: int, fmt: str, bits: int, d: int):

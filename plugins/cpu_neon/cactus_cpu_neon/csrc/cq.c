@@ -437,7 +437,7 @@ static void cq_gemv_tbl(const void *c, int64_t n0, int64_t n1) {
  * same lookup fills CQ4 prefill panels (cq_fill_avx2): the generic fill took
  * ~1 ns per weight, a tenth of a Llama-3.2-1B prefill. */
 #if !CN_NATIVE && defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
-#include <immintrin.h>
+#include "avx2_common.h"
 
 typedef struct {
     cq_args a;
@@ -457,40 +457,6 @@ static int cq_avx2_head_prepare(const float *cb, int bits, int d, int64_t group,
         t->hi[k] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(hi + 16 * k)));
     }
     return 1;
-}
-
-/* Codes v .. v+31 (v a multiple of 4) as bytes: lane 0 codes 0-15, lane 1 codes 16-31. */
-CN_INLINE __m256i avx2_codes6x32(const uint8_t *row, int64_t v, int last) {
-    const uint8_t *p = row + 3 * (v / 4);
-    __m256i raw;
-    if (last) { /* the matrix's last 32 codes: 16-byte loads would read 8 bytes past its end */
-        uint8_t buf[32] = {0};
-        memcpy(buf, p, 12), memcpy(buf + 16, p + 12, 12);
-        raw = _mm256_loadu_si256((const __m256i *)buf);
-    } else { /* 16 codes in the low 12 bytes of each lane; the 4 bytes after are ignored */
-        raw = _mm256_loadu2_m128i((const __m128i *)(p + 12), (const __m128i *)p);
-    }
-    const __m256i spread = _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
-                                            0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
-    const __m256i w = _mm256_shuffle_epi8(raw, spread);
-    __m256i r = _mm256_and_si256(w, _mm256_set1_epi32(63));
-    r = _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 2), _mm256_set1_epi32(0x3f00)));
-    r = _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 4), _mm256_set1_epi32(0x3f0000)));
-    return _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 6), _mm256_set1_epi32(0x3f000000)));
-}
-
-/* Codes v .. v+31 (v a multiple of 32) of 4 bits as bytes, in the same order. */
-CN_INLINE __m256i avx2_codes4x32(const uint8_t *row, int64_t v) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)(row + v / 2)), m = _mm_set1_epi8(15);
-    const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
-    return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-}
-
-CN_INLINE __m256i avx2_lookup64(const __m256i t[4], __m256i idx, __m256i m1, __m256i m2, __m256i m3) {
-    __m256i r = _mm256_shuffle_epi8(t[0], idx);
-    r = _mm256_blendv_epi8(r, _mm256_shuffle_epi8(t[1], idx), m1);
-    r = _mm256_blendv_epi8(r, _mm256_shuffle_epi8(t[2], idx), m2);
-    return _mm256_blendv_epi8(r, _mm256_shuffle_epi8(t[3], idx), m3);
 }
 
 /* Float16 bits of codes v .. v+31: w0 holds codes 0-7 | 16-23, w1 codes 8-15 | 24-31. */

@@ -1,5 +1,6 @@
-/* CQ4 decode (4-bit codes of scalars: the 16-level Lloyd-Max codebook) with
- * int8 activations on AVX2, for x86 without AVX-512 VBMI.
+/* CQ4 decode (4-bit codes of scalars: the 16-level Lloyd-Max codebook) and
+ * the cq6 head's (6-bit codes of scalars) with int8 activations on AVX2, for
+ * x86 without AVX-512 VBMI.
  *
  * cq_i8.c has the design.  Without VBMI, x86's only byte table lookup is
  * pshufb's 16 entries: too few for CQ3's 64 or the 256 of 2-vector codes,
@@ -16,14 +17,20 @@
  * back out.  The codebook's 7-bit rounding is at most 1/126 of its largest
  * level, a tenth of the 4-bit code's own error.
  *
+ * The cq6 head's 64 levels need their 8 bits (its levels are 6-bit fine), so
+ * there the codebook stays in [-127, 127] and the sign trick makes the
+ * product fit: pmaddubsw(|w|, x * sign(w)).  32 weights cost the 6-bit
+ * unpack (a shuffle and seven shifts and masks), four pshufb and three blends
+ * for the 64 entries, abs, sign, pmaddubsw and pmaddwd.
+ *
  * Compiled where the compiler targets AVX2 + FMA + F16C; AVX-512 builds use
  * it too (cq_vbmi.c has no 4-bit path). */
 #include "neon_common.h"
 
 #if !CN_NATIVE && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
+#include "avx2_common.h"
 
-int cn_cq_i8_avx2_usable(int bits, int d) { return bits == 4 && d == 1; }
+int cn_cq_i8_avx2_usable(int bits, int d) { return (bits == 4 || bits == 6) && d == 1; }
 
 /* Prefetch distances, as in cq_vbmi.c (docs/cpu_neon.md, Sessions 7 and 9). */
 #define PF_L1 4096
@@ -96,7 +103,48 @@ CN_INLINE float row_g128(const cn_cq_i8_args *a, __m256i tbl, int64_t n) {
     return hsum8(tot) - 64.0f * off + (a->bias ? a->bias[n] : 0.0f);
 }
 
+/* The cq6 head: 32 weights, codes v .. v+31 of the row (count of them, the rest 0). */
+CN_INLINE __m256i step6(__m256i acc, const __m256i t[4], const uint8_t *row, int64_t v, int64_t count, int last,
+                        const int8_t *x) {
+    const __m256i idx = count == 32 ? avx2_codes6x32(row, v, last) : avx2_codes6_short(row, v, count);
+    const __m256i m1 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(15));
+    const __m256i m2 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(31));
+    const __m256i m3 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(47));
+    const __m256i w = avx2_lookup64(t, idx, m1, m2, m3);
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+static void rows6(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    __m256i t[4];
+    for (int k = 0; k < 4; k++) t[k] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(a->cbq + 16 * k)));
+    const int64_t ng = a->K / a->group, C = a->group; /* codes per group */
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *row = a->codes + n * a->stride;
+        const uint16_t *sc = a->scales + n * ng;
+        __m256 tot = _mm256_setzero_ps();
+        for (int64_t g = 0; g < ng; g++) {
+            __m256i acc = _mm256_setzero_si256();
+            for (int64_t c = 0; c < C; c += 32) {
+                const int64_t v = g * C + c;
+                _mm_prefetch((const char *)(row + 3 * v / 4 + PF_L1), _MM_HINT_T0);
+                /* a row's last 32 codes: a 16-byte load there may read past the matrix (the
+                 * rows know not which is the last; 1 step in K / 32 takes the buffer) */
+                const int last = v + 32 >= a->K;
+                acc = step6(acc, t, row, v, CN_MIN(32, C - c), last, a->xq + (g * a->nch + c / 64) * 64 + c % 64);
+            }
+            tot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(_cvtsh_ss(sc[g]) * a->xf[g]), tot);
+        }
+        a->y[n] = hsum8(tot) + (a->bias ? a->bias[n] : 0.0f);
+    }
+}
+
 void cn_cq_i8_avx2_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    if (a->bits == 6) {
+        rows6(a, n0, n1);
+        return;
+    }
     int8_t t[16];
     for (int i = 0; i < 16; i++) t[i] = (int8_t)(a->cbq[i] + 64); /* |q| <= 63: in [1, 127] */
     const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));

@@ -1,0 +1,52 @@
+/* Code unpacking and 64-entry byte lookups on AVX2, shared by the exact
+ * scalar-codebook decode (cq.c) and the int8-activation one (cq_i8_avx2.c).
+ * Include only where __AVX2__ is defined. */
+#ifndef CN_AVX2_COMMON_H
+#define CN_AVX2_COMMON_H
+#include <immintrin.h>
+
+/* 6-bit codes to bytes: each lane's low 12 bytes hold 16 codes (the 4 bytes after are ignored). */
+CN_INLINE __m256i avx2_spread6(__m256i raw) {
+    const __m256i spread = _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
+                                            0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+    const __m256i w = _mm256_shuffle_epi8(raw, spread);
+    __m256i r = _mm256_and_si256(w, _mm256_set1_epi32(63));
+    r = _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 2), _mm256_set1_epi32(0x3f00)));
+    r = _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 4), _mm256_set1_epi32(0x3f0000)));
+    return _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 6), _mm256_set1_epi32(0x3f000000)));
+}
+
+/* count (<= 32, a multiple of 4) codes from code v through a buffer, reading no byte past
+ * them; the codes after count read as 0. */
+CN_INLINE __m256i avx2_codes6_short(const uint8_t *row, int64_t v, int64_t count) {
+    const uint8_t *p = row + 3 * (v / 4);
+    const int64_t bytes = 3 * count / 4;
+    uint8_t buf[32] = {0};
+    memcpy(buf, p, (size_t)CN_MIN(12, bytes));
+    if (bytes > 12) memcpy(buf + 16, p + 12, (size_t)(bytes - 12));
+    return avx2_spread6(_mm256_loadu_si256((const __m256i *)buf));
+}
+
+/* Codes v .. v+31 (v a multiple of 4) as bytes: lane 0 codes 0-15, lane 1 codes 16-31.
+ * last: the matrix's last 32 codes, where 16-byte loads would read 4 bytes past its end. */
+CN_INLINE __m256i avx2_codes6x32(const uint8_t *row, int64_t v, int last) {
+    if (last) return avx2_codes6_short(row, v, 32);
+    const uint8_t *p = row + 3 * (v / 4);
+    return avx2_spread6(_mm256_loadu2_m128i((const __m128i *)(p + 12), (const __m128i *)p));
+}
+
+/* Codes v .. v+31 (v a multiple of 32) of 4 bits as bytes, in the same order. */
+CN_INLINE __m256i avx2_codes4x32(const uint8_t *row, int64_t v) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)(row + v / 2)), m = _mm_set1_epi8(15);
+    const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+}
+
+CN_INLINE __m256i avx2_lookup64(const __m256i t[4], __m256i idx, __m256i m1, __m256i m2, __m256i m3) {
+    __m256i r = _mm256_shuffle_epi8(t[0], idx);
+    r = _mm256_blendv_epi8(r, _mm256_shuffle_epi8(t[1], idx), m1);
+    r = _mm256_blendv_epi8(r, _mm256_shuffle_epi8(t[2], idx), m2);
+    return _mm256_blendv_epi8(r, _mm256_shuffle_epi8(t[3], idx), m3);
+}
+
+#endif
