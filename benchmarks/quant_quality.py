@@ -193,6 +193,10 @@ def main() -> None:
         q = CQQuantizer(f"cq{bits}", bits)
         row(f"CQ{bits}", lambda q=q: run_quantizer(q.quantize))
         row(f"CQ{bits} +feedback", lambda q=q: run_quantizer(lambda n, w: q.quantize(n, w, calibration=acts[n])))
+    # cq4's preset before session 12: 8-bit codes of 2-vectors (256 entries)
+    q = CQQuantizer("cq4", 4, index_bits=8, vec_dim=2)
+    row("CQ4 2-vector", lambda q=q: run_quantizer(q.quantize))
+    row("CQ4 2-vector +feedback", lambda q=q: run_quantizer(lambda n, w: q.quantize(n, w, calibration=acts[n])))
     for target in (3.26, 2.54):
         if want(f"CQ{target}", f"CQ{target} +feedback"):
             mixed = MixedCQQuantizer(f"cq{target}", target)

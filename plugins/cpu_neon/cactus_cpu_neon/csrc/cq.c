@@ -363,7 +363,7 @@ static void cq_gemv_vbmi(const void *c, int64_t n0, int64_t n1) {
 }
 
 /* ---- scalar codebooks by table lookup (arm64) --------------------------------
- * The cq6 / cq5 heads' 64 or 32 float16 entries, split into low- and
+ * The cq6 / cq5 heads' 64 or 32 float16 entries (CQ4's 16), split into low- and
  * high-byte tables: 16 codes become 16 weights in two vqtbl lookups, two
  * zips and four float16 converts, instead of 16 scalar loads and lane
  * inserts.  Native arm64 only: SIMDe emulates vqtbl4q lane by lane, and x86
@@ -376,7 +376,7 @@ typedef struct {
 
 /* Whether the layout takes the lookup, building its tables into t (entries must be exactly float16). */
 static int cq_tbl_prepare(const float *cb, int bits, int d, int64_t group, cq_tbl_args *t) {
-    if (d != 1 || (bits != 6 && bits != 5) || group % 16) return 0;
+    if (d != 1 || (bits != 6 && bits != 5 && bits != 4) || group % 16) return 0;
     uint8_t lo[64] = {0}, hi[64] = {0};
     for (int i = 0; i < 1 << bits; i++) {
         const float16x4_t h = vcvt_f16_f32(vdupq_n_f32(cb[i]));
@@ -389,6 +389,7 @@ static int cq_tbl_prepare(const float *cb, int bits, int d, int64_t group, cq_tb
 }
 
 CN_INLINE uint8x16_t tbl_lookup(uint8x16x4_t t, uint8x16_t idx, const int bits) {
+    if (bits == 4) return vqtbl1q_u8(t.val[0], idx);
     if (bits == 5) return vqtbl2q_u8((uint8x16x2_t){{t.val[0], t.val[1]}}, idx);
     return vqtbl4q_u8(t, idx);
 }
@@ -421,7 +422,8 @@ CN_INLINE void cq_tbl_rows(const cq_tbl_args *t, int64_t n0, int64_t n1, const i
 static void cq_gemv_tbl(const void *c, int64_t n0, int64_t n1) {
     const cq_tbl_args *t = c;
     if (t->a.bits == 6) cq_tbl_rows(t, n0, n1, 6);
-    else cq_tbl_rows(t, n0, n1, 5);
+    else if (t->a.bits == 5) cq_tbl_rows(t, n0, n1, 5);
+    else cq_tbl_rows(t, n0, n1, 4);
 }
 #endif
 

@@ -239,11 +239,17 @@ int cn_cq_i8_avx2_usable(int bits, int d);
 void cn_cq_i8_avx2_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1);
 
 /* 16 codes (count of them, a multiple of 4, of 8 for 5-bit codes; the rest
- * read as 0) as bytes.  6-bit codes: each 3-byte group goes to a 32-bit lane,
+ * read as 0) as bytes, of 4, 5, 6 or 8 bits.  6-bit codes: each 3-byte group goes to a 32-bit lane,
  * and its four fields are shifted into the lane's four bytes; 5-bit codes the
  * same with 5-byte groups of eight in 64-bit lanes. */
 CN_INLINE uint8x16_t cn_cq_codes16(const uint8_t *row, int64_t v, int64_t count, const int bits) {
     uint8_t buf[16] = {0};
+    if (bits == 4) { /* two codes a byte, low nibble first */
+        memcpy(buf, row + v / 2, (size_t)(count / 2));
+        const uint8x8_t b = vld1_u8(buf);
+        const uint8x8x2_t z = vzip_u8(vand_u8(b, vdup_n_u8(15)), vshr_n_u8(b, 4));
+        return vcombine_u8(z.val[0], z.val[1]);
+    }
     if (bits == 8) {
         if (count == 16) return vld1q_u8(row + v);
         memcpy(buf, row + v, (size_t)count);
