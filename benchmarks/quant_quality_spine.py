@@ -79,10 +79,10 @@ ROWS = {
     "CQ2": dict(bits="2", head="keep"),
     "CQ4 + head cq4": dict(bits="4", head="cq4"),
     "CQ4 + head cq6": dict(bits="4", head="cq6"),
-    # 16 scalar levels instead of 256 2-vectors: what AVX2's pshufb and NEON's vqtbl1q look up
-    # in one instruction (docs/benchmarks.md, session 11); the same self-calibrated pipeline
-    "CQ4 scalar 16-level": dict(bits="4", head="keep", self_calibrate=True,
-                                quantizer=("cq4", 4, dict(index_bits=4, vec_dim=1))),
+    # cq4's preset until session 12: 256 2-vectors (8-bit codes) instead of 16 scalar levels,
+    # the same self-calibrated pipeline (docs/quantization.md, sessions 11-12)
+    "CQ4 2-vector": dict(bits="4", head="keep", self_calibrate=True,
+                         quantizer=("cq4", 4, dict(index_bits=8, vec_dim=2))),
     # calibration variants (docs/quantization.md, session 5)
     "CQ4 sequential": dict(bits="4", head="keep", sequential=True),
     "CQ4 512 samples": dict(bits="4", head="keep", calibration_samples=512),
