@@ -335,6 +335,8 @@ def main() -> int:
     ap.add_argument("--bits", default="4", help="Cactus bundle bits for cactus convert ('' to skip)")
     ap.add_argument("--head", default="",
                     help="comma-separated cactus convert --head choices, one bundle each (default: convert's)")
+    ap.add_argument("--gguf", default=",".join(GGUF_TYPES),
+                    help="comma-separated llama.cpp types to run (Q4_K_M, the ratios' base, always runs)")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--no-float", action="store_true", help="skip Cactus on the float16 checkpoint")
     ap.add_argument("--llama-cpp", help="an existing llama.cpp source tree to build/use")
@@ -363,11 +365,13 @@ def main() -> int:
         f16 = os.path.join(work, f"{name}-F16.gguf")
         if not os.path.exists(f16):
             write_gguf(ckpt, shape, f16, gguf_py)
-        for q in GGUF_TYPES:
+        types = ["F16"] + [q for q in GGUF_TYPES if q != "F16" and (q in args.gguf.split(",") or q == "Q4_K_M")]
+        for q in types:
             path = os.path.join(work, f"{name}-{q}.gguf")
             if q != "F16" and not os.path.exists(path):
                 sh([os.path.join(bin_dir, "llama-quantize"), f16, path, q])
-            engines[f"llama.cpp {q}"] = ("llama", path)
+            if q in args.gguf.split(",") or q == "Q4_K_M":
+                engines[f"llama.cpp {q}"] = ("llama", path)
         if not args.no_float:
             engines["cactus f16"] = ("cactus", ckpt)
         for head in (args.head.split(",") if args.bits else []):
