@@ -99,14 +99,20 @@ CN_INLINE void i8_rows_neon(const cn_cq_i8_args *a, int64_t n0, int64_t n1, cons
     for (int e = 0; e < d; e++)
         for (int q = 0; q < (bits == 8 ? 4 : 1); q++) {
             const int8_t *p = a->cbq + (e << bits) + 64 * q;
-            if (bits == 5) { /* 32 entries: never read past the plane */
+            if (bits == 4) { /* 16 entries */
+                t[e][q].val[0] = vld1q_s8(p);
+                t[e][q].val[1] = t[e][q].val[2] = t[e][q].val[3] = vdupq_n_s8(0);
+            } else if (bits == 5) { /* 32 entries: never read past the plane */
                 t[e][q].val[0] = vld1q_s8(p), t[e][q].val[1] = vld1q_s8(p + 16);
                 t[e][q].val[2] = t[e][q].val[3] = vdupq_n_s8(0);
             } else {
                 t[e][q] = vld1q_s8_x4(p);
             }
         }
-    const int64_t ng = a->K / a->group, C = a->group / d;
+    /* 4-bit scalar codes step by 16 bytes (32 codes): the low nibbles are the even inputs,
+     * at xq, the high nibbles the odd ones, at xq + 64 (x's layout: cn_cq_i8_xdim). */
+    const int xd = cn_cq_i8_xdim(bits, d);
+    const int64_t ng = a->K / a->group, C = bits == 4 ? a->group / 2 : a->group / d; /* steps of 16 */
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *row = a->codes + n * a->stride;
         const uint16_t *sc = a->scales + n * ng;
@@ -114,37 +120,18 @@ CN_INLINE void i8_rows_neon(const cn_cq_i8_args *a, int64_t n0, int64_t n1, cons
         for (int64_t g = 0; g < ng; g++) {
             int32x4_t acc = vdupq_n_s32(0);
             for (int64_t c = 0; c < C; c += 16) {
+                const int8_t *xq = a->xq + (g * a->nch + c / 64) * 64 * xd + c % 64;
+                if (bits == 4) {
+                    uint8_t buf[16] = {0}; /* a short last step never reads past the group */
+                    const uint8_t *p = row + g * C + c;
+                    if (C - c < 16) memcpy(buf, p, (size_t)(C - c)), p = buf;
+                    const uint8x16_t b = vld1q_u8(p);
+                    acc = dot16(acc, vqtbl1q_s8(t[0][0].val[0], vandq_u8(b, vdupq_n_u8(15))), vld1q_s8(xq));
+                    acc = dot16(acc, vqtbl1q_s8(t[0][0].val[0], vshrq_n_u8(b, 4)), vld1q_s8(xq + 64));
+                    continue;
+                }
                 const uint8x16_t idx = cn_cq_codes16(row, g * C + c, CN_MIN(16, C - c), bits);
-                const int8_t *xq = a->xq + (g * a->nch + c / 64) * 64 * d + c % 64;
                 for (int e = 0; e < d; e++) acc = dot16(acc, lookup16(t[e], idx, bits), vld1q_s8(xq + 64 * e));
-            }
-            tot = vfmaq_n_f32(tot, vcvtq_f32_s32(acc), cn_f16_scalar(sc[g]) * a->xf[g]);
-        }
-        a->y[n] = vaddvq_f32(tot) + (a->bias ? a->bias[n] : 0.0f);
-    }
-}
-
-/* 4-bit scalar codes: one 16-entry vqtbl1q per nibble plane; x's layout
- * (cn_cq_i8_xdim) has the even inputs (low nibbles) of a 64-byte chunk of
- * codes at xq and the odd ones (high nibbles) at xq + 64.  The codebook is
- * signed here: vdotq multiplies signed bytes (AVX2 needs the offset). */
-static void i8_rows_neon4(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
-    const int8x16_t t = vld1q_s8(a->cbq);
-    const int64_t ng = a->K / a->group, C = a->group / 2; /* code bytes per group */
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *row = a->codes + n * a->stride;
-        const uint16_t *sc = a->scales + n * ng;
-        float32x4_t tot = vdupq_n_f32(0);
-        for (int64_t g = 0; g < ng; g++) {
-            int32x4_t acc = vdupq_n_s32(0);
-            for (int64_t c = 0; c < C; c += 16) {
-                uint8_t buf[16] = {0}; /* a short last step never reads past the group */
-                const uint8_t *p = row + g * C + c;
-                if (C - c < 16) memcpy(buf, p, (size_t)(C - c)), p = buf;
-                const uint8x16_t b = vld1q_u8(p);
-                const int8_t *xq = a->xq + (g * a->nch + c / 64) * 128 + c % 64;
-                acc = dot16(acc, vqtbl1q_s8(t, vandq_u8(b, vdupq_n_u8(15))), vld1q_s8(xq));
-                acc = dot16(acc, vqtbl1q_s8(t, vshrq_n_u8(b, 4)), vld1q_s8(xq + 64));
             }
             tot = vfmaq_n_f32(tot, vcvtq_f32_s32(acc), cn_f16_scalar(sc[g]) * a->xf[g]);
         }
@@ -156,7 +143,7 @@ static void i8_rows(const void *c, int64_t n0, int64_t n1) {
     const cn_cq_i8_args *a = c;
     if (cn_cq_i8_avx512_usable(a->bits, a->d)) cn_cq_i8_avx512_rows(a, n0, n1);
     else if (cn_cq_i8_avx2_usable(a->bits, a->d)) cn_cq_i8_avx2_rows(a, n0, n1);
-    else if (a->bits == 4) i8_rows_neon4(a, n0, n1);
+    else if (a->bits == 4) i8_rows_neon(a, n0, n1, 4, 1);
     else if (a->d == 1) a->bits == 6 ? i8_rows_neon(a, n0, n1, 6, 1) : i8_rows_neon(a, n0, n1, 5, 1);
     else if (a->d == 2) a->bits == 8 ? i8_rows_neon(a, n0, n1, 8, 2) : i8_rows_neon(a, n0, n1, 6, 2);
     else a->bits == 8 ? i8_rows_neon(a, n0, n1, 8, 4) : i8_rows_neon(a, n0, n1, 6, 4);
