@@ -128,6 +128,24 @@ def heldout_segments(engine, n: int = 200, seed: int = 0, all_turns: bool = Fals
     return segments
 
 
+def plain_text_segments(engine, n: int = 200, max_tokens: int = 256) -> list[tuple[list[int], np.ndarray]]:
+    """The first ``n`` held-out standard-library docstrings (training/plaintext.py's validation
+    share, by content hash: never trained on), each ending in ``<|endoftext|>`` as in
+    training and cut to ``max_tokens``; every token after the first is scored.  General
+    English with real uncertainty, where the conversations' final turns are nearly certain
+    for this model (float perplexity 1.00004 over them since session 12's scoring fix).
+    The docstrings come from the running Python's standard library: record its version."""
+    from training.plaintext import stdlib_docs
+
+    eot = engine.tokenizer.encode("<|endoftext|>", add_special_tokens=False)
+    segments = []
+    for doc in stdlib_docs()["val"][:n]:
+        ids = (engine.tokenizer.encode(doc) + eot)[: min(max_tokens, engine.context_length)]
+        if len(ids) > 8:
+            segments.append((ids, np.arange(1, len(ids))))
+    return segments
+
+
 def end_of_turn(ids: list[int], start: int, eos: list[int]) -> int:
     """One past the turn's end-of-turn token: what the template writes after it (a newline)
     is never generated, since decoding stops there, and the model was never taught it
@@ -265,6 +283,9 @@ def main() -> int:
                     help="score test (the table) or validation conversations (tuning)")
     ap.add_argument("--calibration-draws", type=int, default=1, metavar="K",
                     help="convert each self-calibrated row K times (calibration seeds 0..K-1)")
+    ap.add_argument("--text", default="conversations", choices=["conversations", "stdlib"],
+                    help="score test conversations' assistant turns, or held-out standard-library docstrings "
+                         "(--conversations of them)")
     ap.add_argument("--json", help="write the table here")
     args = ap.parse_args()
     if args.calibration_draws < 1:
@@ -288,8 +309,13 @@ def main() -> int:
     t0 = time.time()
     work = Path(tempfile.mkdtemp(prefix="cactus-qq-"))
     ref = cactus.load(args.model, backend=args.backend)
-    segments = heldout_segments(ref, args.conversations, all_turns=args.all_turns, test_jsonl=args.test_jsonl,
-                                split=args.split)
+    if args.text == "stdlib":
+        segments = plain_text_segments(ref, args.conversations)
+        print(f"scoring {len(segments)} held-out docstrings of Python {sys.version.split()[0]}'s standard library",
+              flush=True)
+    else:
+        segments = heldout_segments(ref, args.conversations, all_turns=args.all_turns, test_jsonl=args.test_jsonl,
+                                    split=args.split)
     reference = scored_logprobs(ref, segments)
     results = []
     for label, row, seed in jobs:
