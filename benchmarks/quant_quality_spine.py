@@ -63,6 +63,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # after PYTHONPATH, so a frozen snapshot of cactus_core (and training) placed there wins
 sys.path.append(str(ROOT))
 
+#: Stands for a file of training docstrings (written when a row asks for it).
+STDLIB_TRAIN = "<stdlib train docstrings>"
+
 #: label -> run_convert options ("mlx" is the outside baseline; a "self_calibrate"
 #: key calls cactus_quant's convert directly, which run_convert does not expose)
 ROWS = {
@@ -88,6 +91,9 @@ ROWS = {
     # the same self-calibrated pipeline (docs/quantization.md, sessions 11-12)
     "CQ4 2-vector": dict(bits="4", head="keep", self_calibrate=True,
                          quantizer=("cq4", 4, dict(index_bits=8, vec_dim=2))),
+    # calibrated on user text instead of self-written chats: 64 samples of 128 tokens from the
+    # standard-library docstrings the model trained on (disjoint from --text stdlib's held-out ones)
+    "CQ4 docstring calibration": dict(bits="4", head="keep", calibration_text=STDLIB_TRAIN, samples=64),
     # calibration variants (docs/quantization.md, session 5)
     "CQ4 sequential": dict(bits="4", head="keep", sequential=True),
     "CQ4 512 samples": dict(bits="4", head="keep", calibration_samples=512),
@@ -252,7 +258,8 @@ def paired_ratio(rows: list[dict], base: dict, boot: int = 2000) -> None:
 def self_calibrated(spec) -> bool:
     """Whether a row's conversion calibrates on self-written text (so draws differ)."""
     return (isinstance(spec, dict) and spec.get("bits") == "4" and spec.get("method", "cq") == "cq"
-            and spec.get("self_calibrate", True) is not False and not spec.get("calibrate"))
+            and spec.get("self_calibrate", True) is not False and not spec.get("calibrate")
+            and not spec.get("calibration_text"))
 
 
 def draw_summary(results: list[dict]) -> list[dict]:
@@ -329,6 +336,12 @@ def main() -> int:
             if spec == "mlx":
                 bpw, model_bpw = mlx_affine_copy(args.model, str(out))
             else:
+                if spec.get("calibration_text") == STDLIB_TRAIN:
+                    from training.plaintext import stdlib_docs
+
+                    path = work / "stdlib_train.txt"
+                    path.write_text("\n\n".join(stdlib_docs()["train"][:400]))
+                    spec = {**spec, "calibration_text": str(path)}
                 if "quantizer" in spec:  # a CQ scheme with other parameters than the preset's
                     name, bits, params = spec["quantizer"]
                     spec = {**spec, "quantizer": CQQuantizer(name, bits, **params)}
