@@ -344,6 +344,7 @@ def main() -> int:
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
 
+    wanted = set(args.gguf.split(",")) | {"Q4_K_M"}  # the ratios' base always runs
     work = args.workdir or tempfile.mkdtemp(prefix="cactus-vs-llamacpp-")
     os.makedirs(work, exist_ok=True)
     print(f"work folder: {work}", flush=True)
@@ -365,13 +366,11 @@ def main() -> int:
         f16 = os.path.join(work, f"{name}-F16.gguf")
         if not os.path.exists(f16):
             write_gguf(ckpt, shape, f16, gguf_py)
-        types = ["F16"] + [q for q in GGUF_TYPES if q != "F16" and (q in args.gguf.split(",") or q == "Q4_K_M")]
-        for q in types:
+        for q in (q for q in GGUF_TYPES if q in wanted):
             path = os.path.join(work, f"{name}-{q}.gguf")
             if q != "F16" and not os.path.exists(path):
                 sh([os.path.join(bin_dir, "llama-quantize"), f16, path, q])
-            if q in args.gguf.split(",") or q == "Q4_K_M":
-                engines[f"llama.cpp {q}"] = ("llama", path)
+            engines[f"llama.cpp {q}"] = ("llama", path)
         if not args.no_float:
             engines["cactus f16"] = ("cactus", ckpt)
         for head in (args.head.split(",") if args.bits else []):

@@ -1,4 +1,4 @@
-/* Code unpacking and 64-entry byte lookups on AVX2, shared by the exact
+/* Code unpacking, 64-entry byte lookups and a horizontal sum on AVX2, shared by the exact
  * scalar-codebook decode (cq.c) and the int8-activation one (cq_i8_avx2.c).
  * Include only where __AVX2__ is defined. */
 #ifndef CN_AVX2_COMMON_H
@@ -40,6 +40,13 @@ CN_INLINE __m256i avx2_codes4x32(const uint8_t *row, int64_t v) {
     const __m128i b = _mm_loadu_si128((const __m128i *)(row + v / 2)), m = _mm_set1_epi8(15);
     const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
     return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+}
+
+/* The sum of a vector's eight floats. */
+CN_INLINE float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
 CN_INLINE __m256i avx2_lookup64(const __m256i t[4], __m256i idx, __m256i m1, __m256i m2, __m256i m3) {

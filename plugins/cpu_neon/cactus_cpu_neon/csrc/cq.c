@@ -499,9 +499,7 @@ CN_INLINE void avx2_rows(const cq_avx2_head_args *t, int64_t n0, int64_t n1, con
             const __m256 s = _mm256_set1_ps(cn_f16_scalar(sc[g]));
             tot = _mm256_fmadd_ps(_mm256_add_ps(_mm256_add_ps(p0, p1), _mm256_add_ps(p2, p3)), s, tot);
         }
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(tot), _mm256_extractf128_ps(tot, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        a->y[n] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h))) + (a->bias ? a->bias[n] : 0.0f);
+        a->y[n] = hsum8(tot) + (a->bias ? a->bias[n] : 0.0f);
     }
 }
 
@@ -599,22 +597,18 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes, int
             a.planes = (const uint8_t (*)[256])planes;
             panels = cq_panels_vbmi;
         }
-        void *ctx = &a;
-#if CQ_AVX2_HEAD
-        cq_avx2_head_args h;
-        if (panels != cq_panels_vbmi && cq_panel_kc(group) % 32 == 0) {
-            h.a = a;
-            if (cq_avx2_head_prepare(codebook, index_bits, vec_dim, group, &h)) ctx = &h, panels = cq_panels_avx2;
-        }
-#endif
         uint16_t *xb = NULL;
         if (bf16 && cn_gemm_bf16_available() && K % 2 == 0 && cq_panel_kc(group) % 2 == 0 &&
             (xb = (uint16_t *)malloc(2 * (size_t)(M * K)))) {
             cn_to_bf16(a.x, M * K, xb); /* once per call; every panel meets it */
             a.xb = xb;
         }
+        void *ctx = &a;
 #if CQ_AVX2_HEAD
-        if (ctx == &h) h.a.xb = a.xb;
+        cq_avx2_head_args h = {a}; /* scalar codebooks: panels filled by the pshufb lookup */
+        if (panels != cq_panels_vbmi && cq_panel_kc(group) % 32 == 0 &&
+            cq_avx2_head_prepare(codebook, index_bits, vec_dim, group, &h))
+            ctx = &h, panels = cq_panels_avx2;
 #endif
         cn_parallel_for((N + 31) / 32, M * N * K, panels, ctx);
         free(xp);

@@ -45,12 +45,6 @@ CN_INLINE __m256i step64(__m256i acc, __m256i tbl, __m256i c, const int8_t *x) {
     return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones)));
 }
 
-CN_INLINE float hsum8(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-}
-
 /* Row n, any group (a multiple of 4 inputs: code bytes per group even).  A
  * step shorter than 32 bytes reads its codes through a zeroed buffer: never
  * past the group, and the zero codes meet zero x. */

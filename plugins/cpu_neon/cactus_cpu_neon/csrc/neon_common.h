@@ -201,8 +201,9 @@ void cn_cq_rotate(const float *x, int64_t M, int64_t K, const float *signs, int6
 /* CQ decode with int8 activations (cq_i8.c; cq_vbmi.c on AVX-512 VBMI + VNNI).
  * x is quantized per scale group into chunks of 64 codes: xq holds, for group
  * g and chunk c, component e's 64 values at ((g * nch + c) * d + e) * 64
- * (d here is cn_cq_i8_xdim: 2 for 4-bit scalar codes), zero past the group's end; xf[g] = x scale * codebook scale; xsum[g] is the
- * sum of the group's int8 values. */
+ * (d here is cn_cq_i8_xdim: 2 for 4-bit scalar codes), zero past the group's
+ * end; xf[g] = x scale * codebook scale; xsum[g] is the sum of the group's
+ * int8 values. */
 typedef struct {
     const int8_t *xq;
     const float *xf;
@@ -217,9 +218,9 @@ typedef struct {
     float *y;
 } cn_cq_i8_args;
 /* The layouts the int8-activation decode runs: 8- and 6-bit codes of 2- and
- * 4-vectors (CQ4, CQ3, CQ2) and 6- and 5-bit codes of scalars (the cq6 / cq5
- * output heads), with groups of whole 4-code runs (and whole bytes of 5-bit
- * codes: runs of eight). */
+ * 4-vectors (CQ3, CQ2, and CQ4 before session 12), 6- and 5-bit codes of
+ * scalars (the cq6 / cq5 output heads) and 4-bit ones (CQ4), with groups of
+ * whole 4-code runs (and whole bytes of 5-bit codes: runs of eight). */
 CN_INLINE int cn_cq_i8_codes(int bits, int d) {
     return ((bits == 8 || bits == 6) && (d == 2 || d == 4)) || ((bits == 6 || bits == 5 || bits == 4) && d == 1);
 }
@@ -233,8 +234,9 @@ CN_INLINE int cn_cq_i8_layout(int bits, int d, int64_t group, int64_t K) {
     return cn_cq_i8_codes(bits, d) && group >= run && group % run == 0 && K % group == 0;
 }
 int cn_cq_i8_avx512_usable(int bits, int d);
-/* 4-bit codes of scalars (CQ4) on AVX2 without AVX-512 VBMI (cq_i8_avx2.c);
- * the int8 codebook is at most 63 in magnitude (cn_cq_i8_cb_limit). */
+/* 4- and 6-bit codes of scalars (CQ4, the cq6 head) on AVX2 without AVX-512
+ * VBMI (cq_i8_avx2.c); CQ4's int8 codebook is at most 63 in magnitude
+ * (cn_cq_i8_cb_limit). */
 int cn_cq_i8_avx2_usable(int bits, int d);
 void cn_cq_i8_avx2_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1);
 
