@@ -79,7 +79,7 @@ def test_every_conversion_path_defaults_to_cq6():
     assert inspect.signature(convert_cli.run_convert).parameters["head"].default == "cq6"
     assert inspect.signature(quant_convert.convert).parameters["head"].default == "cq6"
     # `cactus run ORG/NAME` and cactus.load("ORG/NAME"): tests/quant/test_run_repo.py
-    assert quant_convert.SCALAR_HEADS["cq6"] == 6
+    assert quant_convert.SCALAR_HEADS["cq6"] == (6, "uniform")
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -95,6 +95,9 @@ def test_default_conversion_stores_the_head_as_cq6(bundles, arch):
     model = load_ours(out)
     assert (model.lm_head is model.embed_tokens) == tied  # a tied model multiplies by the same cq6 table
     assert model.lm_head.format == "cq" and model.lm_head.meta["index_bits"] == 6
+    # equally spaced levels, each exact in float16: what lets kernels skip the table lookup
+    cb = np.asarray(model.lm_head.arrays["codebook"], dtype=np.float32)[:, 0]
+    np.testing.assert_array_equal(cb, (2 * np.arange(64) - 63) * (cb[-1] / 63))
     ids = np.array([[0, 3, 210], [7, 7, 1]])
     rows = NumpyBackend().embedding(model.embed_tokens, ids)
     np.testing.assert_allclose(rows, model.embed_tokens.dequantize_unrotated()[ids], atol=1e-6)

@@ -133,6 +133,38 @@ def gaussian_vq(index_bits: int, vec_dim: int, samples: int = 1 << 17, iters: in
     return c - c.mean(axis=0, keepdims=True)
 
 
+def uniform_grid(index_bits: int) -> np.ndarray:
+    """``2**index_bits`` equally spaced levels ``(2k - (K - 1)) * h`` for N(0, 1) (float32, (K, 1)).
+
+    Why a grid: a kernel can multiply the codes themselves (``k`` as an unsigned
+    byte) and fold the offset into one sum of x per group, with no table lookup
+    (the cq6 head on AVX2: docs/cpu_neon.md).  ``h`` is the MSE-best half step for
+    N(0, 1) on a grid of ``m / 2**e`` with ``m < 32``, so every level is exact in
+    float16 and a kernel can recognise the grid from the stored codebook.
+    """
+    k = 1 << index_bits
+    odd = (2 * np.arange(k) - (k - 1)).astype(np.float64)
+
+    def mse(h: float) -> float:
+        return codebook_mse((odd * h).astype(np.float32)[:, None])
+
+    coarse = min(np.linspace(0.5, 4.0, 141) / k, key=mse)  # the MSE-best step is near 3.5-sigma / K
+    e = int(np.floor(np.log2(31.0 / coarse)))
+    grid = [m / 2.0**e for m in range(max(1, int(coarse * 2**e) - 2), min(31, int(coarse * 2**e) + 2) + 1)]
+    h = min(grid, key=mse)
+    return (odd * h).astype(np.float32)[:, None]
+
+
+def scalar_codebook(index_bits: int, vec_dim: int, levels: str = "gaussian") -> np.ndarray:
+    """The starting codebook of a CQ tensor: :func:`gaussian_vq`, or with ``levels="uniform"``
+    (scalars only) :func:`uniform_grid`."""
+    if levels == "gaussian":
+        return gaussian_vq(index_bits, vec_dim)
+    if levels == "uniform" and vec_dim == 1:
+        return uniform_grid(index_bits)
+    raise ValueError(f"no {levels!r} codebook of {vec_dim}-vectors")
+
+
 def codebook_mse(codebook: np.ndarray, samples: int = 1 << 16, seed: int = 7) -> float:
     """Monte-Carlo MSE per coordinate of ``codebook`` on held-out N(0, I) samples."""
     d = codebook.shape[1]

@@ -49,10 +49,12 @@ _BLOCK = re.compile(r"(^|\.)(layers|layer|h|blocks)\.\d+\.")
 #: Token embeddings and output heads of the supported architectures.
 _HEAD = re.compile(r"(^|\.)(embed_tokens|word_embeddings|wte|lm_head|embed_out)\.weight$")
 HEAD_CHOICES = ("keep", "int8", "int4", "cq6", "cq5", "cq4")
-#: --head cq6 / cq5: CQ with a scalar (vec_dim 1) Lloyd-Max codebook of 2**bits levels for the
-#: rotated, group-normalised N(0, 1) coordinates, groups of 128 and the scale search of CQ4.
-#: 64 or 32 entries fit the byte-permute table lookups of the int8-activation decode kernels.
-SCALAR_HEADS = {"cq6": 6, "cq5": 5}
+#: --head cq6 / cq5: CQ with a scalar (vec_dim 1) codebook of 2**bits levels for the rotated,
+#: group-normalised coordinates, groups of 128 and the scale search of CQ4.  cq6's 64 levels are
+#: equally spaced (codebooks.uniform_grid): kernels then multiply the codes without a lookup,
+#: which made the AVX2 head memory-bound, for 1.27x the head's weight error of Lloyd-Max levels
+#: (docs/quantization.md, session 13).  cq5's 32 are Lloyd-Max levels of N(0, 1).
+SCALAR_HEADS = {"cq6": (6, "uniform"), "cq5": (5, "gaussian")}
 
 
 def read_safetensors(path: Path) -> dict[str, tuple[str, np.ndarray]]:
@@ -126,7 +128,8 @@ def head_quantizer(head: str) -> Any:
     from .rtn import RTNQuantizer
 
     if head in SCALAR_HEADS:  # CQ4's preset (groups, scale search) with a scalar codebook
-        return CQQuantizer(head, 4, index_bits=SCALAR_HEADS[head], vec_dim=1)
+        bits, levels = SCALAR_HEADS[head]
+        return CQQuantizer(head, 4, index_bits=bits, vec_dim=1, levels=levels)
     return CQQuantizer("cq4", 4) if head == "cq4" else RTNQuantizer(f"rtn{head[3:]}", int(head[3:]))
 
 

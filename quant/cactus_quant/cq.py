@@ -24,7 +24,7 @@ import numpy as np
 from cactus_core.errors import QuantizationError
 from cactus_core.formats import CQTensor, hadamard, pack_bits, random_signs, to_float32
 
-from .codebooks import gaussian_vq, nearest
+from .codebooks import nearest, scalar_codebook
 from .fit import fit_codebook, search_scales
 
 #: Seed of the rotation signs.  One seed for every tensor means tensors that
@@ -132,6 +132,7 @@ def cq_quantize(
     scale_iters: int = 3,
     scale_search: int = 0,
     fit_iters: int = 0,
+    levels: str = "gaussian",
     rows_per_chunk: int = 1024,
 ) -> CQTensor:
     """Quantize a float ``(out, in)`` matrix to a :class:`CQTensor`.
@@ -140,7 +141,8 @@ def cq_quantize(
     ``max_block``); the group is :func:`choose_group`, so no padding is ever needed.
     ``scale_search`` candidate scales per group (0: least squares only) and
     ``fit_iters`` Lloyd iterations of the codebook on this tensor (0: the
-    Gaussian codebook) trade conversion time for error (fit.py).
+    Gaussian codebook) trade conversion time for error (fit.py).  ``levels="uniform"``
+    codes scalars on an equally spaced grid instead of Lloyd-Max levels (codebooks.uniform_grid).
     """
     w = np.asarray(w, dtype=np.float32)
     out, n = w.shape
@@ -148,7 +150,7 @@ def cq_quantize(
     group = choose_group(n, group_size, vec_dim)
     if group % vec_dim:
         raise QuantizationError(f"group {group} is not a multiple of the vector size {vec_dim}")
-    codebook = gaussian_vq(index_bits, vec_dim).astype(np.float16)
+    codebook = scalar_codebook(index_bits, vec_dim, levels).astype(np.float16)
     if fit_iters:
         sample = rotate_rows(w[np.linspace(0, out - 1, min(out, rows_per_chunk)).astype(np.int64)], block, seed)
         codebook = fit_codebook(sample.reshape(len(sample), n // group, group), codebook.astype(np.float32),
@@ -218,7 +220,7 @@ class CQQuantizer:
         damp = options.pop("damp", None)
         params = {**self.params, **options}
         allowed = {"index_bits", "vec_dim", "group_size", "max_block", "seed", "scale_iters", "scale_search",
-                   "fit_iters"}
+                   "fit_iters", "levels"}
         unknown = sorted(set(params) - allowed)
         if unknown:
             raise QuantizationError(f"{self.name}: unknown option(s) {', '.join(unknown)}")
@@ -226,6 +228,9 @@ class CQQuantizer:
             value = params.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise QuantizationError(f"{self.name}: {key} must be a whole number >= 0, got {value!r}")
+        levels = params.get("levels", "gaussian")
+        if levels not in ("gaussian", "uniform") or (levels == "uniform" and params["vec_dim"] != 1):
+            raise QuantizationError(f"{self.name}: levels must be 'gaussian', or 'uniform' for scalars, got {levels!r}")
         w = check_matrix(name, array)
         if calib is None and hess is None:
             return cq_quantize(w, **params)

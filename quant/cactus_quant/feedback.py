@@ -23,7 +23,7 @@ import numpy as np
 from cactus_core.errors import QuantizationError
 from cactus_core.formats import CQTensor, pack_bits
 
-from .codebooks import gaussian_vq, nearest
+from .codebooks import nearest, scalar_codebook
 from .cq import DEFAULT_SEED, MAX_BLOCK, choose_group, encode_groups, make_cq_tensor, pow2_divisor, rotate_rows
 from .fit import fit_codebook
 from .gptq import hessian_from, inverse_cholesky
@@ -86,6 +86,7 @@ def cq_quantize_feedback(
     scale_iters: int = 3,
     scale_search: int = 0,
     fit_iters: int = 0,
+    levels: str = "gaussian",
     damp: float = 0.3,
     is_hessian: bool | None = None,
 ) -> CQTensor:
@@ -105,7 +106,7 @@ def cq_quantize_feedback(
         raise QuantizationError(f"group {group} is not a multiple of the vector size {vec_dim}")
     u = FACTORS.factor(hessian_from(x_or_h, n, is_hessian), block, seed, damp)
     wr = rotate_rows(w, block, seed).astype(np.float64)
-    codebook = gaussian_vq(index_bits, vec_dim).astype(np.float16)
+    codebook = scalar_codebook(index_bits, vec_dim, levels).astype(np.float16)
     if fit_iters:  # fitted to the weights as they are; feedback then codes around it
         groups = wr.astype(np.float32).reshape(out, n // group, group)
         codebook = fit_codebook(groups, codebook.astype(np.float32), fit_iters, scale_search).astype(np.float16)

@@ -111,6 +111,43 @@ def test_int8_path_is_within_its_bound_of_the_exact_kernel(neon, neon_i8, rng, b
     assert not np.array_equal(got, exact)  # it really took the int8 kernel
 
 
+def _uniform(w):
+    """w with the equally spaced 64 levels cactus convert gives the cq6 head (codebooks.uniform_grid)."""
+    w.arrays["codebook"] = ((2 * np.arange(64) - 63)[:, None] * (13 / 256)).astype(np.float16)
+    return w
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_uniform_cq6_head_computes_the_int8_arithmetic(neon, neon_i8, rng, shape):
+    """The cq6 head on equally spaced levels: its codes multiplied directly (AVX2), no lookup."""
+    from cactus_cpu_neon.backend import quantize_codebook
+
+    N, K, group, block = shape
+    _needs_kernel(neon_i8, 6, 1)
+    w, bias = _uniform(_cq(rng, N, K, 6, d=1, group=group, block=block)), rng.standard_normal(N).astype(np.float32)
+    planes, step = quantize_codebook(w.arrays["codebook"])
+    np.testing.assert_array_equal(planes[0], 2 * np.arange(64) - 63)  # exact, not rounded to +-127
+    assert step == 13 / 256
+    x = rng.standard_normal((1, 1, K)).astype(np.float32)
+    got, want = neon_i8.linear(x, w, bias)[0, 0], _int8_emulation(x, w, bias)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
+    exact = neon.linear(x, w, bias)[0, 0]
+    big = np.abs(exact).max()
+    assert np.abs(got - exact).max() < 3e-2 * big and np.sqrt(np.mean((got - exact) ** 2)) < 1e-2 * big
+
+
+def test_only_an_exact_grid_counts_as_uniform(rng):
+    from cactus_cpu_neon.backend import quantize_codebook
+
+    grid = ((2 * np.arange(64) - 63)[:, None] * (13 / 256)).astype(np.float16)
+    off = grid.copy()
+    off[5, 0] = np.float16(off[5, 0] * 1.01)  # one level moved: a table again, rounded to +-127
+    planes, scale = quantize_codebook(off)
+    assert np.abs(planes).max() == 127 and scale == pytest.approx(63 * 13 / 256 / 127, rel=1e-3)
+    zero = np.zeros((64, 1), np.float16)  # no levels at all: zeros, not the odd integers
+    assert not quantize_codebook(zero)[0].any()
+
+
 @pytest.mark.parametrize("N,K", [(45, 2304), (9, 128), (21, 4224), (64, 1024)])
 def test_cq4_groups_of_128_compute_the_int8_arithmetic(neon_i8, rng, N, K):
     """CQ4 in groups of 128 inputs (every CQ4 model) has its own AVX-512 loop (cq_vbmi.c,

@@ -9,7 +9,7 @@ from cactus_core.backends.numpy_ref import NumpyBackend
 from cactus_core.errors import QuantizationError
 from cactus_core.formats import CQTensor, random_signs
 from cactus_quant import CQQuantizer, cq_quantize, rtn_quantize
-from cactus_quant.codebooks import gaussian_mse_scalar, gaussian_vq, codebook_mse
+from cactus_quant.codebooks import codebook_mse, gaussian_mse_scalar, gaussian_vq, uniform_grid
 from cactus_quant.cq import PRESETS
 
 
@@ -46,6 +46,32 @@ def test_vector_codebooks_beat_scalar_lloyd_max():
     assert codebook_mse(gaussian_vq(6, 2)) < 0.90 * gaussian_mse_scalar(8)
     assert codebook_mse(gaussian_vq(8, 4)) < 0.86 * gaussian_mse_scalar(4)
     assert abs(gaussian_mse_scalar(16) - 0.009497) < 2e-5  # Max (1960), 16 levels
+
+
+@pytest.mark.parametrize("index_bits", [4, 5, 6])
+def test_uniform_grid_is_exact_in_float16_and_near_its_best_step(index_bits):
+    grid = uniform_grid(index_bits)[:, 0]
+    k = len(grid)
+    step = grid[-1] / (k - 1)
+    np.testing.assert_array_equal(grid, (2 * np.arange(k) - (k - 1)) * step)
+    np.testing.assert_array_equal(grid.astype(np.float16).astype(np.float32), grid)
+    mse = codebook_mse(grid[:, None])
+    # a grid never beats Lloyd-Max, and a step 10% off either way is worse than the one chosen
+    assert gaussian_mse_scalar(k) < mse
+    for f in (0.9, 1.1):
+        assert mse < codebook_mse((grid * f)[:, None])
+
+
+def test_uniform_levels_option(gaussian):
+    qt = CQQuantizer("cq6", 4, index_bits=6, vec_dim=1, levels="uniform").quantize("w", gaussian)
+    np.testing.assert_array_equal(qt.arrays["codebook"].astype(np.float32), uniform_grid(6))
+    lloyd = CQQuantizer("cq6", 4, index_bits=6, vec_dim=1).quantize("w", gaussian)
+    e_u, e_l = rel_mse(qt.dequantize_unrotated(), gaussian), rel_mse(lloyd.dequantize_unrotated(), gaussian)
+    assert e_l < e_u < 1.6 * e_l
+    with pytest.raises(QuantizationError, match="levels"):
+        CQQuantizer("cq3", 3, levels="uniform").quantize("w", gaussian)  # 2-vectors have no grid
+    with pytest.raises(QuantizationError, match="levels"):
+        CQQuantizer("cq4", 4, levels="evenly").quantize("w", gaussian)
 
 
 def test_rtn_error_bounds(gaussian, minilm_weights):

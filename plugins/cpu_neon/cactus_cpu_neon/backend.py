@@ -129,12 +129,19 @@ def quantize_codebook(codebook: np.ndarray, limit: int = 127) -> Optional[tuple[
 
     One scale for the whole table, from its largest magnitude, so nothing is
     clipped; entry (c, e) is about ``planes[e, c] * scale`` with ``|planes| <= limit``
-    (``cn_cq_i8_cb_limit``: 63 where the kernel adds an offset).  None for a
-    codebook with non-finite entries (the exact kernel then runs, and shows them).
+    (``cn_cq_i8_cb_limit``: 63 where the kernel adds an offset).  An equally spaced
+    scalar table (codebooks.uniform_grid) goes in exactly, as the odd integers
+    ``2k - (K - 1)``: the AVX2 kernel recognises them and multiplies codes directly.
+    None for a codebook with non-finite entries (the exact kernel then runs, and shows them).
     """
     cb = np.asarray(codebook, dtype=np.float32)
     if not np.isfinite(cb).all():
         return None
+    odd = 2 * np.arange(len(cb)) - (len(cb) - 1)
+    if cb.shape[1:] == (1,) and len(cb) <= limit + 1 and cb[-1, 0] > 0:
+        step = cb[-1, 0] / np.float32(len(cb) - 1)
+        if np.array_equal(cb[:, 0], odd.astype(np.float32) * step):
+            return odd.astype(np.int8)[None, :], float(step)
     amax = float(np.abs(cb).max()) if cb.size else 0.0
     scale = amax / limit if amax > 0 else 1.0
     q = np.clip(np.rint(cb / scale), -limit, limit).astype(np.int8)

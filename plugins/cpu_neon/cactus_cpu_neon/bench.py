@@ -64,7 +64,8 @@ def _cases(rng):
             w = _formats.CQTensor(
                 (8192, 2048), meta, codes=_formats.pack_bits(idx, bits),
                 scales=(rng.random((8192, 16)) + 0.5).astype(np.float16),
-                codebook=rng.standard_normal((1 << bits, d)).astype(np.float16),
+                codebook=((2 * np.arange(1 << bits) - ((1 << bits) - 1))[:, None] * (3 / 64) if uniform
+                  else rng.standard_normal((1 << bits, d))).astype(np.float16),
                 signs=rng.integers(0, 256, 256).astype(np.uint8),
             )
             for L in (1, 64):
@@ -143,7 +144,8 @@ def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
             w = _formats.CQTensor(
                 (N, 2048), meta, codes=_formats.pack_bits(rng.integers(0, 1 << bits, (N, 2048 // d)), bits),
                 scales=(rng.random((N, 16)) + 0.5).astype(np.float16),
-                codebook=rng.standard_normal((1 << bits, d)).astype(np.float16),
+                codebook=((2 * np.arange(1 << bits) - ((1 << bits) - 1))[:, None] * (3 / 64) if uniform
+                  else rng.standard_normal((1 << bits, d))).astype(np.float16),
                 signs=rng.integers(0, 256, 256).astype(np.uint8))
             x = rng.standard_normal((1, 1, 2048)).astype(np.float32)
             for path, neon in paths.items():
@@ -157,11 +159,14 @@ def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
 #: Tied output heads (vocabulary, hidden) of the shapes benchmarks/vs_llamacpp.py uses.
 HEAD_SHAPES = {"qwen3-0.6b": (151936, 1024), "llama-3.2-1b": (128256, 2048)}
 #: ``cactus convert --head`` formats: (format, index_bits, vec_dim); int8 is RTN's affine groups.
-# cq4: 4-bit scalar codes since session 12 (convert --head cq4 follows the cq4 preset)
-HEAD_FORMATS = {"int8": ("int8", 8, 0), "cq6": ("cq", 6, 1), "cq5": ("cq", 5, 1), "cq4": ("cq", 4, 1)}
+# cq4: 4-bit scalar codes since session 12 (convert --head cq4 follows the cq4 preset).
+# cq6: equally spaced levels since session 13, as convert writes them; "cq6 table" is a 64-entry
+# codebook of any levels (the cq6 heads written before), which the kernels look up.
+HEAD_FORMATS = {"int8": ("int8", 8, 0), "cq6": ("cq", 6, 1), "cq6 table": ("cq", 6, 1), "cq5": ("cq", 5, 1),
+                "cq4": ("cq", 4, 1)}
 
 
-def _head_tensor(rng, V: int, D: int, fmt: str, bits: int, d: int):
+def _head_tensor(rng, V: int, D: int, fmt: str, bits: int, d: int, uniform: bool = False):
     if fmt == "int8":
         return _formats.Int8Tensor((V, D), {"group_size": 128}, codes=rng.integers(0, 256, (V, D), dtype=np.uint8),
                                    scales=np.full((V, D // 128), 0.01, np.float16),
@@ -170,7 +175,8 @@ def _head_tensor(rng, V: int, D: int, fmt: str, bits: int, d: int):
     return _formats.CQTensor(
         (V, D), meta, codes=_formats.pack_bits(rng.integers(0, 1 << bits, (V, D // d), dtype=np.uint8), bits),
         scales=(rng.random((V, D // 128)) + 0.5).astype(np.float16),
-        codebook=rng.standard_normal((1 << bits, d)).astype(np.float16),
+        codebook=((2 * np.arange(1 << bits) - ((1 << bits) - 1))[:, None] * (3 / 64) if uniform
+                  else rng.standard_normal((1 << bits, d))).astype(np.float16),
         signs=rng.integers(0, 256, D // 8).astype(np.uint8))
 
 
@@ -188,7 +194,7 @@ def head_decode(threads=None, repeats: int = 15, shapes=None) -> list[dict]:
     for model, (V, D) in (shapes or HEAD_SHAPES).items():
         x = rng.standard_normal((1, 1, D)).astype(np.float32)
         for head, (fmt, bits, d) in HEAD_FORMATS.items():
-            w = _head_tensor(rng, V, D, fmt, bits, d)
+            w = _head_tensor(rng, V, D, fmt, bits, d, uniform=head == "cq6")
             for path, neon in paths.items():
                 if fmt == "int8" and path == "exact":
                     continue  # one kernel for int8 tables

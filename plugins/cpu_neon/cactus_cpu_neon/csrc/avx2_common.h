@@ -5,15 +5,17 @@
 #define CN_AVX2_COMMON_H
 #include <immintrin.h>
 
-/* 6-bit codes to bytes: each lane's low 12 bytes hold 16 codes (the 4 bytes after are ignored). */
+/* 6-bit codes to bytes: each lane's low 12 bytes hold 16 codes (the 4 bytes after are ignored).
+ * Each 16-bit word gets the two bytes that hold its pair of codes (b0 b1 for codes 0-1, b1 b2
+ * for codes 2-3 of a 3-byte run); multiplying the first word by 16 puts both words' second
+ * code at bits 10-15 and leaves their first at bits 0-5 and 4-9, so two shifts and masks
+ * place all four. */
 CN_INLINE __m256i avx2_spread6(__m256i raw) {
-    const __m256i spread = _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
-                                            0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
-    const __m256i w = _mm256_shuffle_epi8(raw, spread);
-    __m256i r = _mm256_and_si256(w, _mm256_set1_epi32(63));
-    r = _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 2), _mm256_set1_epi32(0x3f00)));
-    r = _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 4), _mm256_set1_epi32(0x3f0000)));
-    return _mm256_or_si256(r, _mm256_and_si256(_mm256_slli_epi32(w, 6), _mm256_set1_epi32(0x3f000000)));
+    const __m256i spread = _mm256_setr_epi8(0, 1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11,
+                                            0, 1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11);
+    const __m256i w = _mm256_mullo_epi16(_mm256_shuffle_epi8(raw, spread), _mm256_set1_epi32(0x00010010));
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi16(0x003f));
+    return _mm256_or_si256(lo, _mm256_and_si256(_mm256_srli_epi16(w, 2), _mm256_set1_epi16(0x3f00)));
 }
 
 /* count (<= 32, a multiple of 4) codes from code v through a buffer, reading no byte past

@@ -21,7 +21,8 @@
  * there the codebook stays in [-127, 127] and the sign trick makes the
  * product fit: pmaddubsw(|w|, x * sign(w)).  32 weights cost the 6-bit
  * unpack (a shuffle and seven shifts and masks), four pshufb and three blends
- * for the 64 entries, abs, sign, pmaddubsw and pmaddwd.
+ * for the 64 entries, abs, sign, pmaddubsw and pmaddwd.  On equally spaced levels
+ * (the cq6 head convert writes since session 13) the lookup goes: rows6_uniform.
  *
  * Compiled where the compiler targets AVX2 + FMA + F16C; AVX-512 builds use
  * it too (cq_vbmi.c has no 4-bit path). */
@@ -134,9 +135,55 @@ static void rows6(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
     }
 }
 
+/* The cq6 head on equally spaced levels (backend.quantize_codebook hands them over as
+ * cbq[k] = 2k - 63, and w = step * (2k - 63)): the codes are already the unsigned bytes
+ * pmaddubsw takes, so 64 weights cost two 6-bit unpacks, two pmaddubsw (a pair is at most
+ * 2 x 63 x 127, two pairs still fit int16) and one pmaddwd; 63 x sum(x) per group takes
+ * the offset back out, as for CQ4. */
+static int uniform6(const int8_t *cbq) {
+    for (int k = 0; k < 64; k++)
+        if (cbq[k] != 2 * k - 63) return 0;
+    return 1;
+}
+
+static void rows6_uniform(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    const int64_t ng = a->K / a->group, C = a->group; /* codes per group */
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *row = a->codes + n * a->stride;
+        const uint16_t *sc = a->scales + n * ng;
+        __m256 tot = _mm256_setzero_ps();
+        float off = 0.0f;
+        for (int64_t g = 0; g < ng; g++) {
+            const int8_t *x = a->xq + g * a->nch * 64; /* a group's x is contiguous, zero after C */
+            __m256i acc = _mm256_setzero_si256();
+            int64_t c = 0;
+            for (; c + 64 <= C; c += 64) {
+                const int64_t v = g * C + c;
+                _mm_prefetch((const char *)(row + 3 * v / 4 + PF_L1), _MM_HINT_T0);
+                /* the first half's 16-byte loads end inside the second half's codes */
+                const __m256i i0 = avx2_codes6x32(row, v, 0), i1 = avx2_codes6x32(row, v + 32, v + 64 >= a->K);
+                const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(i0, _mm256_loadu_si256((const __m256i *)(x + c))),
+                                                   _mm256_maddubs_epi16(i1, _mm256_loadu_si256((const __m256i *)(x + c + 32))));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+            }
+            for (; c < C; c += 32) {
+                const int64_t v = g * C + c, count = CN_MIN(32, C - c);
+                const __m256i i = count == 32 ? avx2_codes6x32(row, v, v + 32 >= a->K) : avx2_codes6_short(row, v, count);
+                const __m256i p = _mm256_maddubs_epi16(i, _mm256_loadu_si256((const __m256i *)(x + c)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+            }
+            const float f = _cvtsh_ss(sc[g]) * a->xf[g];
+            tot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(2.0f * f), tot);
+            off += f * (float)a->xsum[g];
+        }
+        a->y[n] = hsum8(tot) - 63.0f * off + (a->bias ? a->bias[n] : 0.0f);
+    }
+}
+
 void cn_cq_i8_avx2_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
     if (a->bits == 6) {
-        rows6(a, n0, n1);
+        uniform6(a->cbq) ? rows6_uniform(a, n0, n1) : rows6(a, n0, n1);
         return;
     }
     int8_t t[16];
