@@ -7,6 +7,8 @@ turn by turn keeps its cached prefix: only the new tokens are prefilled.
 
 from __future__ import annotations
 
+import math
+import mmap
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -16,6 +18,27 @@ import numpy as np
 from .models.base import CausalLM
 
 PREFILL_CHUNK = 256
+
+
+def reserve_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A zero array whose memory becomes resident only where it is written.
+
+    Why not ``np.zeros``: numpy asks for transparent huge pages on large arrays, and the
+    cache's layout puts each (layer, head)'s positions 0.. at the start of a
+    ``max_len * head_dim`` run, so the first prompt's writes touched every 2 MB page:
+    a 4096-position cache was wholly resident after an 8-token prompt (128 MiB on
+    Llama-3.2-1B, docs/cpu_neon.md).  An anonymous mapping without huge pages is
+    zero-filled by the kernel a 4 KB page at a time, as positions are written.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < 1 << 22:
+        return np.zeros(shape, dtype=dtype)
+    private = {"flags": mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS} if hasattr(mmap, "MAP_ANONYMOUS") else {}
+    buf = mmap.mmap(-1, nbytes, **private)
+    if hasattr(buf, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
+        buf.madvise(mmap.MADV_NOHUGEPAGE)  # also where THP is "always"
+    return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
 
 class KVCache:
@@ -33,8 +56,8 @@ class KVCache:
         if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
             raise ValueError(f"KV cache dtype must be float32 or float16, not {dtype}")
         shape = (n_layers, batch, n_kv_heads, max_len, head_dim)
-        self.keys = np.zeros(shape, dtype=dtype)
-        self.values = np.zeros(shape, dtype=dtype)
+        self.keys = reserve_zeros(shape, dtype)
+        self.values = reserve_zeros(shape, dtype)
         self.max_len = max_len
         self.offset = 0  # tokens already stored
         # Each layer's (B, Hkv, max_len, d) views, made once: layer() runs per layer and token.

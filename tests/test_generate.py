@@ -90,3 +90,29 @@ def test_seeded_sampling_is_reproducible(seed):
     a = [sample(logits, SamplingParams(temperature=1.0), [], np.random.default_rng(seed)) for _ in range(5)]
     b = [sample(logits, SamplingParams(temperature=1.0), [], np.random.default_rng(seed)) for _ in range(5)]
     assert a == b
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_kv_cache_memory_is_resident_only_where_written():
+    """A 4096-position cache holding a short prompt costs that prompt's pages, not the whole cache."""
+    import os
+
+    from cactus_core.generate import KVCache
+
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("needs Linux's /proc to read the resident set")
+    before = _rss_kb()
+    cache = KVCache(n_layers=16, n_kv_heads=8, head_dim=64, max_len=4096, dtype=np.float16)  # 2 x 64 MiB
+    assert cache.nbytes == 128 * 2**20 and not cache.keys.any()
+    for layer in range(16):  # an 8-token prompt, as attention writes it: the start of each head's run
+        cache.update(layer, np.ones((1, 8, 8, 64), np.float32), np.ones((1, 8, 8, 64), np.float32))
+    cache.advance(8)
+    grown_mb = (_rss_kb() - before) / 1024
+    # 16 layers x 8 heads x 2 tensors x one 4 KB page each is 1 MiB; huge pages made it all 128
+    assert grown_mb < 16, grown_mb
+    k, v = cache.layer(3, 0)
+    assert k[0, :, :8].min() == 1 and not k[0, :, 8:].any() and v.dtype == np.float16
