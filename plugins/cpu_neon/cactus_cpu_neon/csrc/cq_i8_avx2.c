@@ -161,6 +161,7 @@ static void rows6_uniform(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
             for (; c + 64 <= C; c += 64) {
                 const int64_t v = g * C + c;
                 _mm_prefetch((const char *)(row + 3 * v / 4 + PF_L1), _MM_HINT_T0);
+                _mm_prefetch((const char *)(row + 3 * v / 4 + PF_L2), _MM_HINT_T1);
                 /* the first half's 16-byte loads end inside the second half's codes */
                 const __m256i i0 = avx2_codes6x32(row, v, 0), i1 = avx2_codes6x32(row, v + 32, v + 64 >= a->K);
                 const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(i0, _mm256_loadu_si256((const __m256i *)(x + c))),
