@@ -98,6 +98,18 @@ ROWS = {
     "CQ4 sequential": dict(bits="4", head="keep", sequential=True),
     "CQ4 512 samples": dict(bits="4", head="keep", calibration_samples=512),
     # session 5's default text: 128 samples, chats of one round, every token recorded
+    # session 13: the self-written text's sampling temperature and plain-text length (the
+    # default became T = 1.3, 256 tokens: the "CQ4" row); each row states both
+    "CQ4 128 tokens T=1.0 (before session 13)": dict(bits="4", head="keep", calibration_temperature=1.0,
+                                                     calibration_length=128),
+    **{f"CQ4 calibration T={t}": dict(bits="4", head="keep", calibration_temperature=t, calibration_length=128)
+       for t in (0.7, 1.3, 1.6)},
+    **{f"CQ4 {n}-token texts": dict(bits="4", head="keep", calibration_temperature=1.0, calibration_length=n)
+       for n in (256, 384, 512)},
+    **{f"CQ4 T={t} {n}-token texts": dict(bits="4", head="keep", calibration_temperature=t, calibration_length=n)
+       for t, n in ((1.3, 256), (1.6, 256), (1.3, 512))},
+    "CQ4 64 samples of 384 tokens": dict(bits="4", head="keep", calibration_temperature=1.0, calibration_length=384,
+                                         calibration_samples=64),
     "CQ4 one-round chats": dict(bits="4", head="keep", calibration_samples=128, calibration_turns=1,
                                 calibration_past_end=True),
 }

@@ -29,12 +29,17 @@ import numpy as np
 from cactus_core.errors import QuantizationError
 from cactus_core.graph import Ops
 
-#: Self-written texts and their length in tokens: 16 plain texts of 128 tokens and 16
-#: chats of CHAT_TURNS rounds (~13.7K tokens, ~9.7K recorded).  Session 5's 128 texts
-#: (64 plain, 64 one-round chats, ~16K tokens) measured worse on validation
-#: conversations, which sit 400-1000 tokens deep in a chat (docs/quantization.md).
+#: Self-written texts, their length in tokens and their sampling temperature: 16 plain
+#: texts of 256 tokens and 16 chats of CHAT_TURNS rounds, sampled at T = 1.3.  Session 13
+#: measured longer and hotter texts on held-out docstrings (docs/quantization.md, three
+#: calibration draws each, KL / MLX 4-bit g64): 128 tokens at T = 1.0 (the default before)
+#: 0.75-0.76; T = 1.3 0.71-0.74; 256 tokens 0.70-0.71; both 0.67-0.69; 512 tokens at T = 1.3
+#: 0.65, for 4x the conversion time of 128 (2x for 256).  Session 5's 128 texts (64 plain,
+#: 64 one-round chats, ~16K tokens) measured worse on validation conversations, which sit
+#: 400-1000 tokens deep in a chat.
 DEFAULT_SAMPLES = 32
-DEFAULT_LENGTH = 128
+DEFAULT_LENGTH = 256
+DEFAULT_TEMPERATURE = 1.3
 #: Feedback damping (times mean diag H) for Hessians of that many tokens: 0.03
 #: gave the lowest KL there; 0.1 and 0.3 suit fewer tokens (docs/quantization.md).
 SELF_DAMP = 0.03
@@ -386,7 +391,7 @@ def _halves(ops: "HessianOps", engine, tokens, keep) -> dict[str, np.ndarray]:
 
 def self_hessians(model_dir: str, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_LENGTH, seed: int = 0,
                   tokens: Optional[Sequence[Sequence[int]]] = None, backend: str = "auto",
-                  temperature: float = 1.0, turns: Optional[int] = None,
+                  temperature: float = DEFAULT_TEMPERATURE, turns: Optional[int] = None,
                   past_end: Optional[bool] = None, shrink: Optional[bool] = None) -> Optional[dict[str, np.ndarray]]:
     """Per linear weight name, the input Hessian while the float model reads its own text.
 
@@ -411,7 +416,7 @@ def self_hessians(model_dir: str, samples: int = DEFAULT_SAMPLES, length: int = 
 def sequential_quantize(model_dir: str, quantize: Callable[[str, np.ndarray], Any],
                         samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_LENGTH, seed: int = 0,
                         tokens: Optional[Sequence[Sequence[int]]] = None, backend: str = "auto",
-                        temperature: float = 1.0, turns: Optional[int] = None,
+                        temperature: float = DEFAULT_TEMPERATURE, turns: Optional[int] = None,
                         past_end: Optional[bool] = None) -> Optional[dict[str, Any]]:
     """GPTQ's sequential calibration: each tensor's Hessian comes from inputs computed
     through the tensors already quantized, so it can compensate their error.

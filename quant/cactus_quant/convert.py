@@ -37,7 +37,7 @@ from cactus_core.convert_cli import DEFAULT_HEAD
 from cactus_core.errors import CactusError, QuantizationError
 from cactus_core.formats import BFloat16, QuantizedTensor, to_float32
 
-from .calibrate import DEFAULT_SAMPLES, SELF_DAMP
+from .calibrate import DEFAULT_LENGTH, DEFAULT_SAMPLES, DEFAULT_TEMPERATURE, SELF_DAMP
 
 _DTYPES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16,
@@ -154,6 +154,8 @@ def convert(
     sequential: Optional[bool] = None,
     calibration_turns: Optional[int] = None,
     calibration_past_end: Optional[bool] = None,
+    calibration_temperature: float = DEFAULT_TEMPERATURE,
+    calibration_length: int = DEFAULT_LENGTH,
 ) -> dict:
     """Convert a Hugging Face checkpoint to a quantized bundle; returns a report dict.
 
@@ -165,7 +167,9 @@ def convert(
     tensor's Hessian through the tensors quantized before it, default
     ``calibrate.SEQUENTIAL``; ``calibration_turns`` and ``calibration_past_end``
     shape the self-written chats, defaults ``calibrate.CHAT_TURNS`` and
-    ``calibrate.PAST_END``);
+    ``calibrate.PAST_END``; ``calibration_temperature`` and ``calibration_length`` are the
+    sampling temperature and the tokens per plain text, defaults
+    ``calibrate.DEFAULT_TEMPERATURE`` and ``calibrate.DEFAULT_LENGTH``);
     ``self_calibrate=False`` keeps it data-free, ``True`` asks for it whatever the
     scheme.  ``quantizer`` overrides the
     registered scheme object (tests, custom settings).  ``head`` says how
@@ -222,11 +226,13 @@ def convert(
                 made = sequential_quantize(str(src), lambda n, h: quantizer.quantize(
                     n, _as_float(*tensors[n]), hessian=h, damp=SELF_DAMP) if n in wanted_names else None,
                     samples=calibration_samples, seed=calibration_seed, turns=calibration_turns,
-                    past_end=calibration_past_end)
+                    past_end=calibration_past_end, temperature=calibration_temperature,
+                    length=calibration_length)
                 hessians, made = ({}, made) if made is not None else (None, {})
             else:
                 hessians = self_hessians(str(src), samples=calibration_samples, seed=calibration_seed,
-                                         turns=calibration_turns, past_end=calibration_past_end)
+                                         turns=calibration_turns, past_end=calibration_past_end,
+                                         temperature=calibration_temperature, length=calibration_length)
             calibrated_by = "self-written text" if hessians is not None else "none (not a causal LM)"
         except CactusError as exc:  # e.g. no tokenizer: the engine cannot run it, so stay data-free
             if self_calibrate:
