@@ -144,6 +144,7 @@ class VProj6:
     def quantize(self, name, array, **options):
         return (self.cq6 if name.endswith(self.suffixes) else self.cq4).quantize(name, array, **options)
 
+
 def heldout_segments(engine, n: int = 200, seed: int = 0, all_turns: bool = False,
                      test_jsonl: str | None = None, split: str = "test") -> list[tuple[list[int], np.ndarray]]:
     """Test-split conversations as (ids, scored positions): the final assistant turn
