@@ -127,7 +127,6 @@ ROWS = {
 UNSURE_NLL = 2.0
 
 
-
 class VProj6:
     """CQ4, but ``*.v_proj.weight`` (or the names ending in ``suffixes``) as 6-bit codes of 64
     equally spaced scalars (a probe)."""

@@ -133,6 +133,7 @@ def gaussian_vq(index_bits: int, vec_dim: int, samples: int = 1 << 17, iters: in
     return c - c.mean(axis=0, keepdims=True)
 
 
+@lru_cache(maxsize=None)
 def uniform_grid(index_bits: int) -> np.ndarray:
     """``2**index_bits`` equally spaced levels ``(2k - (K - 1)) * h`` for N(0, 1) (float32, (K, 1)).
 

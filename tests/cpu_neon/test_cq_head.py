@@ -132,3 +132,15 @@ def test_int8_activation_decode_of_the_head_stays_close(neon, neon_i8, spine_cq6
     # 1.3-3.0e-2 with an int8 head (whose kernel is exact), so the head adds little.
     assert worst < 5e-2, worst
     assert flips <= 1
+
+
+def test_head_bench_builds_and_times_every_head_format(neon_backend_class):
+    """`bench --head` on a small table: every --head format, the cq6 one on equally spaced levels."""
+    from cactus_cpu_neon import bench
+
+    rows = bench.head_decode(threads=1, repeats=1, shapes={"tiny": (4096, 512)})
+    cases = {r["case"] for r in rows}
+    assert {"tiny head cq6 int8", "tiny head cq6 table int8", "tiny head cq4 exact", "tiny head int8 affine"} <= cases
+    assert all(r["ms"] > 0 and r["MB"] > 0 for r in rows)
+    cb = bench._codebook(np.random.default_rng(0), 6, 1, uniform=True).astype(np.float32)[:, 0]
+    np.testing.assert_array_equal(cb, (2 * np.arange(64) - 63) * (13 / 256))

@@ -64,8 +64,7 @@ def _cases(rng):
             w = _formats.CQTensor(
                 (8192, 2048), meta, codes=_formats.pack_bits(idx, bits),
                 scales=(rng.random((8192, 16)) + 0.5).astype(np.float16),
-                codebook=((2 * np.arange(1 << bits) - ((1 << bits) - 1))[:, None] * (3 / 64) if uniform
-                  else rng.standard_normal((1 << bits, d))).astype(np.float16),
+                codebook=_codebook(rng, bits, d),
                 signs=rng.integers(0, 256, 256).astype(np.uint8),
             )
             for L in (1, 64):
@@ -144,8 +143,7 @@ def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
             w = _formats.CQTensor(
                 (N, 2048), meta, codes=_formats.pack_bits(rng.integers(0, 1 << bits, (N, 2048 // d)), bits),
                 scales=(rng.random((N, 16)) + 0.5).astype(np.float16),
-                codebook=((2 * np.arange(1 << bits) - ((1 << bits) - 1))[:, None] * (3 / 64) if uniform
-                  else rng.standard_normal((1 << bits, d))).astype(np.float16),
+                codebook=_codebook(rng, bits, d),
                 signs=rng.integers(0, 256, 256).astype(np.uint8))
             x = rng.standard_normal((1, 1, 2048)).astype(np.float32)
             for path, neon in paths.items():
@@ -166,6 +164,13 @@ HEAD_FORMATS = {"int8": ("int8", 8, 0), "cq6": ("cq", 6, 1), "cq6 table": ("cq",
                 "cq4": ("cq", 4, 1)}
 
 
+def _codebook(rng, bits: int, d: int, uniform: bool = False) -> np.ndarray:
+    """A random float16 codebook, or convert's equally spaced cq6 levels (13/256 apart from 0)."""
+    if uniform:
+        return ((2 * np.arange(1 << bits) - ((1 << bits) - 1))[:, None] * (13 / 256)).astype(np.float16)
+    return rng.standard_normal((1 << bits, d)).astype(np.float16)
+
+
 def _head_tensor(rng, V: int, D: int, fmt: str, bits: int, d: int, uniform: bool = False):
     if fmt == "int8":
         return _formats.Int8Tensor((V, D), {"group_size": 128}, codes=rng.integers(0, 256, (V, D), dtype=np.uint8),
@@ -175,8 +180,7 @@ def _head_tensor(rng, V: int, D: int, fmt: str, bits: int, d: int, uniform: bool
     return _formats.CQTensor(
         (V, D), meta, codes=_formats.pack_bits(rng.integers(0, 1 << bits, (V, D // d), dtype=np.uint8), bits),
         scales=(rng.random((V, D // 128)) + 0.5).astype(np.float16),
-        codebook=((2 * np.arange(1 << bits) - ((1 << bits) - 1))[:, None] * (3 / 64) if uniform
-                  else rng.standard_normal((1 << bits, d))).astype(np.float16),
+        codebook=_codebook(rng, bits, d, uniform),
         signs=rng.integers(0, 256, D // 8).astype(np.uint8))
 
 
