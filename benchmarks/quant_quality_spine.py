@@ -118,6 +118,20 @@ ROWS = {
     "CQ4 with v_proj at 6 bits T=1.3 512-token texts": dict(bits="4", head="keep", self_calibrate=True,
                                                             quantizer=lambda: VProj6(), calibration_temperature=1.3,
                                                             calibration_length=512),
+    # session 14: the "CQ4" row widens its most KL-sensitive tensors to 5 or 6 bits within 4.25
+    # bpw (widen.py); these rows are its 4-bit-only self (the default before) and variants
+    "CQ4 4-bit only (before session 14)": dict(bits="4", head="keep", self_calibrate=True,
+                                                quantizer=("cq4", 4, {})),
+    "CQ4 widened to 6 bits only": dict(bits="4", head="keep", self_calibrate=True,
+                                       quantizer=lambda: widened(widths=(6,))),
+    "CQ4 widened to 5 bits only": dict(bits="4", head="keep", self_calibrate=True,
+                                       quantizer=lambda: widened(widths=(5,))),
+    "CQ4 widened and narrowed to 3 bits": dict(bits="4", head="keep", self_calibrate=True,
+                                               quantizer=lambda: widened(widths=(3, 5, 6))),
+    "CQ4 widened 4x the sensitivity tokens": dict(bits="4", head="keep", self_calibrate=True,
+                                                  quantizer=lambda: widened(sensitivity_work=4e12)),
+    "CQ4 widened T=1.3 512-token texts": dict(bits="4", head="keep", calibration_temperature=1.3,
+                                              calibration_length=512),
     "CQ4 one-round chats": dict(bits="4", head="keep", calibration_samples=128, calibration_turns=1,
                                 calibration_past_end=True),
 }
@@ -142,6 +156,13 @@ class VProj6:
 
     def quantize(self, name, array, **options):
         return (self.cq6 if name.endswith(self.suffixes) else self.cq4).quantize(name, array, **options)
+
+
+def widened(**options):
+    """cq4's widening quantizer (cactus_quant.widen) with other settings than the default's."""
+    from cactus_quant.widen import WidenedCQQuantizer
+
+    return WidenedCQQuantizer("cq4", **options)
 
 
 def heldout_segments(engine, n: int = 200, seed: int = 0, all_turns: bool = False,
@@ -332,6 +353,8 @@ def main() -> int:
                     help="score test (the table) or validation conversations (tuning)")
     ap.add_argument("--calibration-draws", type=int, default=1, metavar="K",
                     help="convert each self-calibrated row K times (calibration seeds 0..K-1)")
+    ap.add_argument("--calibration-seeds", metavar="S,S", help="these calibration seeds instead of 0..K-1 "
+                    "(one draw per process, so draws can run side by side)")
     ap.add_argument("--text", default="stdlib", choices=["conversations", "stdlib"],
                     help="score test conversations' assistant turns, or held-out standard-library docstrings "
                          "(--conversations of them: the validation share holds 95)")
@@ -350,11 +373,13 @@ def main() -> int:
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
         ap.error(f"unknown rows {unknown}; choose from {list(ROWS)}")
+    seeds = ([int(x) for x in args.calibration_seeds.split(",")] if args.calibration_seeds
+             else list(range(args.calibration_draws)))
     jobs = []  # (label, row, calibration seed or None)
     for label in rows:
-        draws = range(args.calibration_draws) if self_calibrated(ROWS[label]) else [None]
-        jobs += [(f"{label} [seed {d}]" if args.calibration_draws > 1 and d is not None else label, label, d)
-                 for d in draws]
+        draws = seeds if self_calibrated(ROWS[label]) else [None]
+        jobs += [(f"{label} [seed {d}]" if (len(seeds) > 1 or args.calibration_seeds) and d is not None else label,
+                  label, d) for d in draws]
     t0 = time.time()
     work = Path(tempfile.mkdtemp(prefix="cactus-qq-"))
     ref = cactus.load(args.model, backend=args.backend)

@@ -346,6 +346,8 @@ def _engine_and_texts(model_dir, samples, length, seed, tokens, backend, tempera
                                     turns=CHAT_TURNS if turns is None else turns,
                                     past_end=PAST_END if past_end is None else past_end)
         ops.recording = True
+        #: how many of the texts are plain (self_written puts them before the chats)
+        engine.plain_texts = samples - (samples // 2 if samples > 1 and _chat_frame(engine.tokenizer) else 0)
     return ops, engine, tokens, keep
 
 
@@ -392,7 +394,8 @@ def _halves(ops: "HessianOps", engine, tokens, keep) -> dict[str, np.ndarray]:
 def self_hessians(model_dir: str, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_LENGTH, seed: int = 0,
                   tokens: Optional[Sequence[Sequence[int]]] = None, backend: str = "auto",
                   temperature: float = DEFAULT_TEMPERATURE, turns: Optional[int] = None,
-                  past_end: Optional[bool] = None, shrink: Optional[bool] = None) -> Optional[dict[str, np.ndarray]]:
+                  past_end: Optional[bool] = None, shrink: Optional[bool] = None,
+                  texts_out: Optional[list] = None) -> Optional[dict[str, np.ndarray]]:
     """Per linear weight name, the input Hessian while the float model reads its own text.
 
     ``tokens`` replaces the self-written text (e.g. windows of a user's
@@ -401,12 +404,20 @@ def self_hessians(model_dir: str, samples: int = DEFAULT_SAMPLES, length: int = 
     ``turns`` and ``past_end`` go to :func:`self_written` (defaults
     :data:`CHAT_TURNS`, :data:`PAST_END`); ``shrink`` (default :data:`SHRINK`)
     shrinks each Hessian towards its diagonal by its estimated noise
-    (:func:`shrink_hessian`).
+    (:func:`shrink_hessian`).  ``texts_out``, a list, receives the texts read (with their
+    ``keep`` masks and, when self-written, how many are plain) as a
+    :class:`~.sensitivity.CalibrationTexts`, for measurements on the same text.
     """
     ops, engine, tokens, keep = _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature,
                                                   turns, past_end)
     if tokens is None:
         return None
+    if texts_out is not None:
+        from .sensitivity import CalibrationTexts
+
+        texts = CalibrationTexts(tokens)
+        texts.keep, texts.plain = keep, getattr(engine, "plain_texts", None)
+        texts_out.append(texts)
     if (SHRINK if shrink is None else shrink) and len(tokens) >= 4:
         return _halves(ops, engine, tokens, keep)
     read_back(engine, tokens, keep)

@@ -214,7 +214,7 @@ def convert(
     head_q = head_quantizer(head)
     heads = {n for n, (dt, a) in tensors.items() if head_q is not None and _is_head(n, dt, a)}
 
-    hessians, calibrated_by = None, "given" if calibration is not None else "none"
+    hessians, calibrated_by, texts = None, "given" if calibration is not None else "none", []
     made: dict[str, QuantizedTensor] = {}  # tensors sequential calibration already quantized
     wanted = self_calibrate if self_calibrate is not None else getattr(quantizer, "self_calibrate", False)
     if calibration is None and wanted and method != "rtn":
@@ -232,7 +232,8 @@ def convert(
             else:
                 hessians = self_hessians(str(src), samples=calibration_samples, seed=calibration_seed,
                                          turns=calibration_turns, past_end=calibration_past_end,
-                                         temperature=calibration_temperature, length=calibration_length)
+                                         temperature=calibration_temperature, length=calibration_length,
+                                         texts_out=texts)
             calibrated_by = "self-written text" if hessians is not None else "none (not a causal LM)"
         except CactusError as exc:  # e.g. no tokenizer: the engine cannot run it, so stay data-free
             if self_calibrate:
@@ -240,7 +241,10 @@ def convert(
             calibrated_by = "none (the engine cannot run it)"
 
     allocation = None
-    if hasattr(quantizer, "plan"):  # mixed precision: widths from measured sensitivity, else the proxy
+    allocation_source = "measured" if measure is not None or hasattr(quantizer, "plan_widths") else "proxy"
+    if hasattr(quantizer, "plan_widths") and hessians and texts:  # cq4: widen where the KL says
+        allocation = plan_widths(quantizer, src, tensors, targets, hessians, texts[0], progress)
+    elif hasattr(quantizer, "plan"):  # mixed precision: widths from measured sensitivity, else the proxy
         if measure is not None:
             allocation = quantizer.plan({n: tuple(tensors[n][1].shape) for n in targets}, measure=measure)
         else:
@@ -306,8 +310,12 @@ def convert(
             "bundle_bytes": int((tmp / "model.safetensors").stat().st_size),
         }
         if allocation is not None:
-            report["allocation"] = {b: sum(1 for v in allocation.bits.values() if v == b) for b in (2, 3, 4)}
-            report["allocation_source"] = "measured" if measure is not None else "proxy"
+            widening = hasattr(quantizer, "plan_widths")
+            report["allocation"] = {b: sum(1 for v in allocation.bits.values() if v == b)
+                                    for b in (sorted(quantizer.inner) if widening else (2, 3, 4))}
+            report["allocation_source"] = allocation_source
+            if widening:  # name -> width of every cq4 tensor not at 4 bits
+                report["widened"] = {n: b for n, b in allocation.bits.items() if b != 4}
         cactus = {
             "format_version": 1,
             "source": str(src),
@@ -328,6 +336,36 @@ def convert(
         raise
     report["seconds"] = time.time() - t0
     return report
+
+
+def plan_widths(quantizer, src: Path, tensors: dict, targets: list[str], hessians: dict, texts, progress: bool):
+    """cq4's widening plan (widen.py): the KL each tensor adds at 4 bits, measured on part of
+    the calibration text with that tensor alone swapped in; the 4-bit tensors made on the
+    way are kept for the conversion.  Returns the allocation (None: nothing fits the budget)."""
+    from .sensitivity import KLSensitivity
+    from .widen import sensitivity_texts, sensitivity_tokens
+
+    n_params = sum(a.size for _, a in tensors.values())
+    budget = sensitivity_tokens(n_params, len(targets), quantizer.sensitivity_work)
+    subset = sensitivity_texts(texts, texts.keep, budget, texts.plain)
+
+    def make(name: str, bits: int):
+        options = {"hessian": hessians[name], "damp": SELF_DAMP} if name in hessians else {}
+        return quantizer.inner[bits].quantize(name, _as_float(*tensors[name]), **options)
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(targets), desc="measure KL per tensor", unit="tensor")
+    try:
+        kl = KLSensitivity(str(src), make, tokens=subset, progress=bar.update if bar is not None else None)
+        allocation = quantizer.plan_widths({n: tuple(tensors[n][1].shape) for n in targets}, lambda n: kl(n, 4))
+    finally:
+        if bar is not None:
+            bar.close()
+    quantizer.made.update(kl.tensors)
+    return allocation
 
 
 def _source_probe(src: Path) -> Optional[dict]:

@@ -11,8 +11,10 @@ def cactus_register_quantizers(register):
     from .gptq import GPTQQuantizer
     from .mixed import MixedCQQuantizer
     from .rtn import RTNQuantizer
+    from .widen import WidenedCQQuantizer
 
-    for bits in (4, 3, 2):
+    register("cq4", WidenedCQQuantizer("cq4"))
+    for bits in (3, 2):
         register(f"cq{bits}", CQQuantizer(f"cq{bits}", bits))
     register("cq3.26", MixedCQQuantizer("cq3.26", 3.26))
     register("cq2.54", MixedCQQuantizer("cq2.54", 2.54))

@@ -94,6 +94,8 @@ class CalibrationTexts(list):
     context but are not scored (:func:`cactus_quant.calibrate.self_written`)."""
 
     keep: Optional[list[np.ndarray]] = None
+    #: how many of the texts (the first ones) are plain text rather than chats, when known
+    plain: Optional[int] = None
 
 
 #: Whether :func:`calibration_tokens` (the mixed plans' KL sensitivity, GPTQ and

@@ -45,7 +45,10 @@ def test_convert_self_calibrates_cq4_by_default(tiny_chat, tmp_path):
     rtn = convert(tiny_chat, tmp_path / "rtn", bits=4, method="rtn", progress=False, head="keep")
     assert fed["calibration"] == "self-written text"
     assert free["calibration"] == "none" and rtn["calibration"] == "none"
-    assert fed["bits_per_weight"] == free["bits_per_weight"]  # same format, same bits
+    # calibrated cq4 spends the 4.25 bpw budget widening its most sensitive tensors (widen.py);
+    # data-free it has no KL to plan by and stays plain 4-bit
+    assert free["bits_per_weight"] < fed["bits_per_weight"] <= 4.25
+    assert fed["widened"] and "widened" not in free
     assert (tmp_path / "fed" / "model.safetensors").read_bytes() != (tmp_path / "free" / "model.safetensors").read_bytes()
     # the self-calibrated bundle runs and stays close to the float model
     ref, quant = cactus.load(tiny_chat, backend="numpy_ref"), cactus.load(str(tmp_path / "fed"), backend="numpy_ref")
