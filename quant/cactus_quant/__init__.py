@@ -9,6 +9,7 @@ from .cq import CQQuantizer, cq_quantize
 from .gptq import GPTQQuantizer, gptq_quantize, hessian
 from .mixed import Allocation, MixedCQQuantizer, allocate_bits, proxy_measure
 from .rtn import RTNQuantizer, rtn_quantize
+from .widen import WidenedCQQuantizer
 
 __all__ = [
     "CQQuantizer",
@@ -22,4 +23,5 @@ __all__ = [
     "proxy_measure",
     "RTNQuantizer",
     "rtn_quantize",
+    "WidenedCQQuantizer",
 ]

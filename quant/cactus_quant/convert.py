@@ -357,10 +357,10 @@ def plan_widths(quantizer, src: Path, tensors: dict, targets: list[str], hessian
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(targets), desc="measure KL per tensor", unit="tensor")
+        bar = tqdm(total=len(targets) * (1 + len(quantizer.measured)), desc="measure KL per tensor", unit="run")
     try:
         kl = KLSensitivity(str(src), make, tokens=subset, progress=bar.update if bar is not None else None)
-        allocation = quantizer.plan_widths({n: tuple(tensors[n][1].shape) for n in targets}, lambda n: kl(n, 4))
+        allocation = quantizer.plan_widths({n: tuple(tensors[n][1].shape) for n in targets}, kl)
     finally:
         if bar is not None:
             bar.close()

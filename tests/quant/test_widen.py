@@ -32,7 +32,7 @@ def test_plan_spends_the_budget_on_the_tensors_with_most_kl_per_weight():
     kl4 = {n: (0.05 if n.endswith(".v") else 0.01 if n.endswith(".q") else 0.02) * (3.0 if n.startswith("l0") else 1)
            for n in shapes}
     q = WidenedCQQuantizer()
-    plan = q.plan_widths(shapes, kl4.__getitem__)
+    plan = q.plan_widths(shapes, lambda n, b: kl4[n] if b == 4 else 1 / 0)  # only 4 bits is measured
     sizes = {n: np.prod(s) for n, s in shapes.items()}
     bpw = sum(sizes[n] * q.inner[b].bits_for_shape(shapes[n]) for n, b in plan.bits.items()) / sum(sizes.values())
     assert plan.average_bpw == pytest.approx(bpw) and q.base.bits_for_shape((256, 256)) < bpw <= BUDGET_BPW
@@ -50,7 +50,7 @@ def test_unplanned_or_over_budget_is_plain_cq4():
     q = WidenedCQQuantizer()
     assert np.array_equal(q.quantize("w", w).arrays["codes"], plain.arrays["codes"])
     tight = WidenedCQQuantizer(budget_bpw=4.0)  # below plain CQ4's own cost: nothing to spend
-    assert tight.plan_widths({"w": (32, 128)}, lambda n: 1.0) is None and tight.width("w") == 4
+    assert tight.plan_widths({"w": (32, 128)}, lambda n, b: 1.0) is None and tight.width("w") == 4
     assert q.quantize("w", w, bits=6).meta["index_bits"] == 6
     with pytest.raises(cactus.QuantizationError, match="bits must be one of"):
         q.quantize("w", w, bits=3)
