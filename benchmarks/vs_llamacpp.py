@@ -2,7 +2,7 @@
 
     python benchmarks/vs_llamacpp.py [--models llama-3.2-1b,qwen3-0.6b] [--threads 2]
                                      [--repeats 3] [--backend auto] [--bits 4] [--head int8,cq6,cq5]
-                                     [--json OUT]
+                                     [--widen] [--json OUT]
 
 1. Builds ``llama-bench`` and ``llama-quantize`` from the ``llama-cpp-python`` source
    package (which carries llama.cpp whole) in a temporary folder; nothing of it is
@@ -14,7 +14,10 @@
    quantizer plugin is installed; the float checkpoint is always measured too.
    ``--head H1,H2`` measures one bundle per ``cactus convert --head`` choice; where the
    default bundle exists already, the others are derived from it by quantizing only
-   the embedding / output head again (:func:`derive_head`).
+   the embedding / output head again (:func:`derive_head`).  Bundles are converted
+   ``--no-calibrate`` (random weights: only speed is measured), so cq4 is plain 4-bit;
+   ``--widen`` adds a copy with a stand-in of cq4's widening at 4.25 bits per weight
+   (:func:`widened_plan`), to measure what the 5- and 6-bit tensors cost in speed.
 4. Runs pp512 and tg128 for both engines on the same thread count, alternating
    engine by engine for every repeat, and prints tokens/s, the ratios to llama.cpp
    Q4_K_M, peak RSS, and the decode roofline: decode tokens/s times the bytes read per
@@ -252,6 +255,74 @@ def derive_head(bundle: str, ckpt: str, head: str, out: str) -> None:
     os.rename(tmp, out)
 
 
+def widened_plan(shapes: dict[str, tuple[int, int]], budget: float) -> dict[str, int]:
+    """Widths for a stand-in of cq4's widening on random weights, which have no sensitivity to
+    measure (a plan needs a trained model's KL): every v_proj at 6 bits, then every k_proj, then
+    q_proj and o_proj from the outer layers inwards at 5, each while the block linears stay
+    within ``budget`` bits per weight.  It is the shape of the plans measured on the default
+    model (docs/quantization.md, session 14: attention first, the first and last layers most)."""
+    import re
+
+    from cactus_quant.widen import WidenedCQQuantizer
+
+    q = WidenedCQQuantizer()
+    layer = {n: int(re.search(r"\.(\d+)\.", n).group(1)) for n in shapes}
+    last = max(layer.values())
+    outer = sorted(shapes, key=lambda n: min(layer[n], last - layer[n]))
+    order = ([(n, 6) for n in shapes if n.endswith("v_proj.weight")]
+             + [(n, 6) for n in shapes if n.endswith("k_proj.weight")]
+             + [(n, 5) for n in outer if n.endswith(("q_proj.weight", "o_proj.weight"))])
+    size = {n: s[0] * s[1] for n, s in shapes.items()}
+    bits = {n: q.inner[4].bits_for_shape(s) * size[n] for n, s in shapes.items()}
+    room = budget * sum(size.values()) - sum(bits.values())
+    plan = {}
+    for n, b in order:
+        extra = q.inner[b].bits_for_shape(shapes[n]) * size[n] - bits[n]
+        if extra <= room:
+            plan[n], room = b, room - extra
+    return plan
+
+
+def derive_widened(bundle: str, ckpt: str, out: str) -> dict[str, int]:
+    """A copy of the plain cq4 ``bundle`` with the tensors of :func:`widened_plan` coded again,
+    data-free, at their wider width; returns the plan."""
+    import shutil
+
+    from cactus_core.formats import BFloat16
+    from cactus_quant.convert import read_safetensors, write_safetensors
+    from cactus_quant.widen import BUDGET_BPW, WidenedCQQuantizer
+
+    st = {"uint8": "U8", "float16": "F16", "float32": "F32"}
+    src = {}
+    for f in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
+        src.update(read_safetensors(f))
+    with open(os.path.join(bundle, "cactus.json")) as f:
+        cactus = json.load(f)
+    manifest = cactus["quantization"]["tensors"]
+    blocks = {n: tuple(e["shape"]) for n, e in manifest.items() if ".layers." in n and e["format"] == "cq"}
+    plan, q = widened_plan(blocks, BUDGET_BPW), WidenedCQQuantizer()
+    tensors = read_safetensors(os.path.join(bundle, "model.safetensors"))
+    for name, b in plan.items():
+        dt, arr = src[name]
+        qt = q.quantize(name, BFloat16(arr) if dt == "BF16" else arr, bits=b)
+        tensors.update({key: (st[a.dtype.name], a) for key, a in qt.named_arrays(name).items()})
+        manifest[name] = qt.manifest_entry()
+    cactus["quantization"]["bits_per_weight"] = sum(
+        q.inner[plan.get(n, 4)].bits_for_shape(s) * s[0] * s[1] for n, s in blocks.items()) / sum(
+        s[0] * s[1] for s in blocks.values())
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for f in os.listdir(bundle):
+        if f not in ("model.safetensors", "cactus.json"):
+            shutil.copy2(os.path.join(bundle, f), tmp)
+    write_safetensors(os.path.join(tmp, "model.safetensors"), tensors)
+    with open(os.path.join(tmp, "cactus.json"), "w") as f:
+        json.dump(cactus, f, indent=1)
+    os.rename(tmp, out)
+    return plan
+
+
 def cactus_bundle(ckpt: str, base: str, bits: str, head: str) -> str:
     """The bundle of ``ckpt`` at ``bits`` with ``head`` ("" = convert's default), made if missing."""
     from cactus_core.convert_cli import DEFAULT_HEAD
@@ -339,6 +410,8 @@ def main() -> int:
                     help="comma-separated llama.cpp types to run (Q4_K_M, the ratios' base, always runs)")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--no-float", action="store_true", help="skip Cactus on the float16 checkpoint")
+    ap.add_argument("--widen", action="store_true",
+                    help="also run the default-head cq4 bundle with a stand-in of cq4's widening (widened_plan)")
     ap.add_argument("--llama-cpp", help="an existing llama.cpp source tree to build/use")
     ap.add_argument("--workdir", help="keep files here instead of a temporary folder")
     ap.add_argument("--json", help="also write the results to this file")
@@ -379,6 +452,14 @@ def main() -> int:
                 engines[f"cactus cq{args.bits}" + (f" h{head.strip()}" if head.strip() else "")] = ("cactus", bundle)
             except RuntimeError as exc:
                 print(f"skipping the Cactus bundle: {exc}", flush=True)
+        base = os.path.join(work, f"{name}-cq{args.bits}")
+        if args.widen and args.bits == "4" and os.path.exists(os.path.join(base, "cactus.json")):
+            wide = base + "-widened"
+            if not os.path.exists(os.path.join(wide, "cactus.json")):
+                plan = derive_widened(base, ckpt, wide)
+                print(f"{name}: widened {len(plan)} tensors ({sum(b == 6 for b in plan.values())} to 6 bits)",
+                      flush=True)
+            engines["cactus cq4 widened"] = ("cactus", wide)
         if args.repeats == 0:
             print(f"{name}: prepared {', '.join(engines)}", flush=True)
             continue

@@ -90,3 +90,25 @@ def test_calibrated_cq4_widens_measured_tensors_and_every_backend_runs_the_mix(t
     fast = cactus.load(str(tmp_path / "wide"), backend="cpu_neon")
     a, b = fast.complete(msgs, max_tokens=12), wide.complete(msgs, max_tokens=12)
     assert (a["response"], a["function_calls"]) == (b["response"], b["function_calls"])
+
+
+def test_the_benchmarks_stand_in_plan_widens_attention_within_the_budget():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "vs_llamacpp.py"
+    spec = importlib.util.spec_from_file_location("vs_llamacpp", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    shapes = {f"model.layers.{i}.{k}.weight": s for i in range(4) for k, s in (
+        ("self_attn.q_proj", (512, 512)), ("self_attn.k_proj", (128, 512)), ("self_attn.v_proj", (128, 512)),
+        ("self_attn.o_proj", (512, 512)), ("mlp.gate_proj", (1536, 512)), ("mlp.up_proj", (1536, 512)),
+        ("mlp.down_proj", (512, 1536)))}
+    plan = bench.widened_plan(shapes, BUDGET_BPW)
+    q = WidenedCQQuantizer()
+    size = {n: s[0] * s[1] for n, s in shapes.items()}
+    bpw = sum(q.inner[plan.get(n, 4)].bits_for_shape(s) * size[n] for n, s in shapes.items()) / sum(size.values())
+    assert bpw <= BUDGET_BPW and all(plan.get(f"model.layers.{i}.self_attn.v_proj.weight") == 6 for i in range(4))
+    assert not any("mlp" in n for n in plan)
+    fives = [n for n, b in plan.items() if b == 5]
+    assert fives and all(".layers.0." in n or ".layers.3." in n for n in fives[:2])  # outer layers first
