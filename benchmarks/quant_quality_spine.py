@@ -130,6 +130,11 @@ ROWS = {
                                                quantizer=lambda: widened(widths=(3, 5, 6))),
     "CQ4 widened and narrowed to 3 bits by measured KL": dict(
         bits="4", head="keep", self_calibrate=True, quantizer=lambda: widened(widths=(3, 5, 6), measured=(3,))),
+    "CQ4 widened with KL measured at 5 and 6 bits": dict(bits="4", head="keep", self_calibrate=True,
+                                                         quantizer=lambda: widened(measured=(5, 6))),
+    "CQ4 widened T=1.3 512-token texts 4x the sensitivity tokens": dict(
+        bits="4", head="keep", self_calibrate=True, quantizer=lambda: widened(sensitivity_work=4e12),
+        calibration_temperature=1.3, calibration_length=512),
     "CQ4 widened 4x the sensitivity tokens": dict(bits="4", head="keep", self_calibrate=True,
                                                   quantizer=lambda: widened(sensitivity_work=4e12)),
     "CQ4 widened T=1.3 512-token texts": dict(bits="4", head="keep", calibration_temperature=1.3,
