@@ -76,6 +76,11 @@ def test_cq4_calibrates_on_its_own_text_unless_told_not_to(src, tmp_path):
     assert on_w != (tmp_path / "off" / "model.safetensors").read_bytes()  # the feedback changed the codes
     both = cactus_cli("convert", src, str(tmp_path / "x"), "--calibrate", "--no-calibrate")
     assert both.returncode == 2 and "not allowed with" in both.stderr
+    # calibrated cq4 says which widths its KL plan chose; data-free cq4 has no plan to report
+    assert json.loads(on.stdout)["widened"] and "widened" not in json.loads(off.stdout)
+    text = cactus_cli("convert", src, str(tmp_path / "t"), "--calibration-samples", "4")
+    assert text.returncode == 0, text.stderr
+    assert "widths by measured KL (4.25 bits/weight at most): tensors per width {4: " in text.stdout
 
 
 def test_gptq_is_calibrated_from_self_generated_text(src, tmp_path):
