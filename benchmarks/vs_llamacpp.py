@@ -207,23 +207,60 @@ def write_placeholder_tokenizer(out: str, vocab: int) -> None:
     tok.save(os.path.join(out, "tokenizer.json"))
 
 
+#: numpy dtype name -> safetensors dtype string, for the arrays a quantized tensor holds
+SAFETENSORS_DTYPES = {"uint8": "U8", "float16": "F16", "float32": "F32"}
+
+
+def checkpoint_tensors(ckpt: str) -> dict:
+    """name -> (safetensors dtype, memory-mapped array) of every tensor of a checkpoint."""
+    from cactus_quant.convert import read_safetensors
+
+    src = {}
+    for f in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
+        src.update(read_safetensors(f))
+    return src
+
+
+def store(tensors: dict, manifest: dict, name: str, qt) -> None:
+    """Put quantized tensor ``qt`` into a bundle's tensors and manifest under ``name``."""
+    tensors.update({key: (SAFETENSORS_DTYPES[a.dtype.name], a) for key, a in qt.named_arrays(name).items()})
+    manifest[name] = qt.manifest_entry()
+
+
+def read_cactus_json(bundle: str) -> dict:
+    with open(os.path.join(bundle, "cactus.json")) as f:
+        return json.load(f)
+
+
+def write_derived(bundle: str, out: str, tensors: dict, cactus: dict) -> None:
+    """``out``: ``bundle``'s other files with these tensors and this cactus.json, written under a
+    temporary name and renamed into place."""
+    import shutil
+
+    from cactus_quant.convert import write_safetensors
+
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for f in os.listdir(bundle):
+        if f not in ("model.safetensors", "cactus.json"):
+            shutil.copy2(os.path.join(bundle, f), tmp)
+    write_safetensors(os.path.join(tmp, "model.safetensors"), tensors)
+    with open(os.path.join(tmp, "cactus.json"), "w") as f:
+        json.dump(cactus, f, indent=1)
+    os.rename(tmp, out)
+
+
 def derive_head(bundle: str, ckpt: str, head: str, out: str) -> None:
     """A copy of ``bundle`` whose embedding / output head is stored as ``cactus convert
     --head head`` stores it, quantized from the checkpoint's float weights; the block
     weights are kept byte for byte (converting a 1B model's blocks again takes many
     minutes and cannot change the head).  A tied model's duplicate ``lm_head.weight``
     is dropped, as convert drops it."""
-    import shutil
-
     from cactus_core.formats import BFloat16
-    from cactus_quant.convert import _is_head, head_quantizer, read_safetensors, write_safetensors
+    from cactus_quant.convert import _is_head, head_quantizer, read_safetensors
 
-    st = {"uint8": "U8", "float16": "F16", "float32": "F32"}
-    src = {}
-    for f in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
-        src.update(read_safetensors(f))
-    with open(os.path.join(bundle, "cactus.json")) as f:
-        cactus = json.load(f)
+    src, cactus = checkpoint_tensors(ckpt), read_cactus_json(bundle)
     with open(os.path.join(ckpt, "config.json")) as f:
         tied = json.load(f).get("tie_word_embeddings", False)
     tensors = read_safetensors(os.path.join(bundle, "model.safetensors"))
@@ -239,20 +276,9 @@ def derive_head(bundle: str, ckpt: str, head: str, out: str) -> None:
         if quantizer is None:
             tensors[name] = (dt, arr)
             continue
-        qt = quantizer.quantize(name, BFloat16(arr) if dt == "BF16" else arr)
-        tensors.update({key: (st[a.dtype.name], a) for key, a in qt.named_arrays(name).items()})
-        manifest[name] = qt.manifest_entry()
+        store(tensors, manifest, name, quantizer.quantize(name, BFloat16(arr) if dt == "BF16" else arr))
     cactus["quantization"]["head"] = head
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    for f in os.listdir(bundle):
-        if f not in ("model.safetensors", "cactus.json"):
-            shutil.copy2(os.path.join(bundle, f), tmp)
-    write_safetensors(os.path.join(tmp, "model.safetensors"), tensors)
-    with open(os.path.join(tmp, "cactus.json"), "w") as f:
-        json.dump(cactus, f, indent=1)
-    os.rename(tmp, out)
+    write_derived(bundle, out, tensors, cactus)
 
 
 def widened_plan(shapes: dict[str, tuple[int, int]], budget: float) -> dict[str, int]:
@@ -286,40 +312,22 @@ def widened_plan(shapes: dict[str, tuple[int, int]], budget: float) -> dict[str,
 def derive_widened(bundle: str, ckpt: str, out: str) -> dict[str, int]:
     """A copy of the plain cq4 ``bundle`` with the tensors of :func:`widened_plan` coded again,
     data-free, at their wider width; returns the plan."""
-    import shutil
-
     from cactus_core.formats import BFloat16
-    from cactus_quant.convert import read_safetensors, write_safetensors
+    from cactus_quant.convert import read_safetensors
     from cactus_quant.widen import BUDGET_BPW, WidenedCQQuantizer
 
-    st = {"uint8": "U8", "float16": "F16", "float32": "F32"}
-    src = {}
-    for f in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
-        src.update(read_safetensors(f))
-    with open(os.path.join(bundle, "cactus.json")) as f:
-        cactus = json.load(f)
+    src, cactus = checkpoint_tensors(ckpt), read_cactus_json(bundle)
     manifest = cactus["quantization"]["tensors"]
     blocks = {n: tuple(e["shape"]) for n, e in manifest.items() if ".layers." in n and e["format"] == "cq"}
     plan, q = widened_plan(blocks, BUDGET_BPW), WidenedCQQuantizer()
     tensors = read_safetensors(os.path.join(bundle, "model.safetensors"))
     for name, b in plan.items():
         dt, arr = src[name]
-        qt = q.quantize(name, BFloat16(arr) if dt == "BF16" else arr, bits=b)
-        tensors.update({key: (st[a.dtype.name], a) for key, a in qt.named_arrays(name).items()})
-        manifest[name] = qt.manifest_entry()
+        store(tensors, manifest, name, q.quantize(name, BFloat16(arr) if dt == "BF16" else arr, bits=b))
     cactus["quantization"]["bits_per_weight"] = sum(
         q.inner[plan.get(n, 4)].bits_for_shape(s) * s[0] * s[1] for n, s in blocks.items()) / sum(
         s[0] * s[1] for s in blocks.values())
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    for f in os.listdir(bundle):
-        if f not in ("model.safetensors", "cactus.json"):
-            shutil.copy2(os.path.join(bundle, f), tmp)
-    write_safetensors(os.path.join(tmp, "model.safetensors"), tensors)
-    with open(os.path.join(tmp, "cactus.json"), "w") as f:
-        json.dump(cactus, f, indent=1)
-    os.rename(tmp, out)
+    write_derived(bundle, out, tensors, cactus)
     return plan
 
 
