@@ -210,7 +210,7 @@ def test_setting_from_argument_and_environment(neon_backend_class, monkeypatch):
     cq4 = load_kernels().lib.cn_cq_i8_kernel(4, 1)
     assert cq4 >= level
     assert load_kernels().lib.cn_cq_i8_kernel(8, 4) == level  # CQ2 has
-    assert load_kernels().lib.cn_cq_i8_kernel(5, 1) == level  # cq5
+    assert load_kernels().lib.cn_cq_i8_kernel(5, 1) >= level  # cq4's widened 5 bits: AVX2 has it too
     assert load_kernels().lib.cn_cq_i8_kernel(6, 1) >= level  # cq6: AVX2 has it too
     monkeypatch.delenv("CACTUS_INT8_ACT", raising=False)
     assert neon_backend_class().int8_activations is None  # auto

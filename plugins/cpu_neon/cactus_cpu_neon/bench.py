@@ -64,7 +64,7 @@ def _cases(rng):
             w = _formats.CQTensor(
                 (8192, 2048), meta, codes=_formats.pack_bits(idx, bits),
                 scales=(rng.random((8192, 16)) + 0.5).astype(np.float16),
-                codebook=_codebook(rng, bits, d),
+                codebook=_codebook(rng, bits, d, uniform=name == "cq6"),
                 signs=rng.integers(0, 256, 256).astype(np.uint8),
             )
             for L in (1, 64):
@@ -126,7 +126,8 @@ def run(threads=None, repeats: int = 7, cpu_time: bool = False) -> list[dict]:
 
 
 def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
-    """GB/s of codes of CQ4 (and the old 2-vector CQ4) / CQ3 / CQ2 decode, exact kernel against int8 activations.
+    """GB/s of codes of CQ4 (its 4-bit codes, its widened 5- and 6-bit ones, and the old 2-vector CQ4) / CQ3 / CQ2
+    decode, exact kernel against int8 activations.
 
     Two sizes: 8192 x 2048 (16 MiB of CQ4 codes: fits a large L3) and 65536 x 2048
     (128 MiB: streamed from DRAM).  Best of ``repeats`` calls (wall time), which
@@ -136,14 +137,16 @@ def cq_decode(threads=None, repeats: int = 30) -> list[dict]:
     rng = np.random.default_rng(0)
     paths = {"exact": create(threads, False), "int8": create(threads, True)}
     rows = []
-    # cq4: 4-bit scalar codes since session 12; cq4v: the 8-bit codes of 2-vectors before it
-    for name, bits, d in (("cq4", 4, 1), ("cq4v", 8, 2), ("cq3", 6, 2), ("cq2", 8, 4)):
+    # cq4: 4-bit scalar codes since session 12; cq4v: the 8-bit codes of 2-vectors before it;
+    # cq5 / cq6: the widths cq4 widens its most sensitive tensors to (32 Lloyd-Max levels, 64
+    # equally spaced ones)
+    for name, bits, d in (("cq4", 4, 1), ("cq5", 5, 1), ("cq6", 6, 1), ("cq4v", 8, 2), ("cq3", 6, 2), ("cq2", 8, 4)):
         for N in (8192, 65536):
             meta = dict(index_bits=bits, vec_dim=d, group_size=128, block_size=128, seed=0)
             w = _formats.CQTensor(
                 (N, 2048), meta, codes=_formats.pack_bits(rng.integers(0, 1 << bits, (N, 2048 // d)), bits),
                 scales=(rng.random((N, 16)) + 0.5).astype(np.float16),
-                codebook=_codebook(rng, bits, d),
+                codebook=_codebook(rng, bits, d, uniform=name == "cq6"),
                 signs=rng.integers(0, 256, 256).astype(np.uint8))
             x = rng.standard_normal((1, 1, 2048)).astype(np.float32)
             for path, neon in paths.items():

@@ -1,4 +1,4 @@
-/* Code unpacking, 64-entry byte lookups and a horizontal sum on AVX2, shared by the exact
+/* Code unpacking (4, 5 and 6 bits), 64-entry byte lookups and a horizontal sum on AVX2, shared by the exact
  * scalar-codebook decode (cq.c) and the int8-activation one (cq_i8_avx2.c).
  * Include only where __AVX2__ is defined. */
 #ifndef CN_AVX2_COMMON_H
@@ -35,6 +35,36 @@ CN_INLINE __m256i avx2_codes6x32(const uint8_t *row, int64_t v, int last) {
     if (last) return avx2_codes6_short(row, v, 32);
     const uint8_t *p = row + 3 * (v / 4);
     return avx2_spread6(_mm256_loadu2_m128i((const __m128i *)(p + 12), (const __m128i *)p));
+}
+
+/* 5-bit codes to bytes: 32 codes are 20 bytes, eight to a 5-byte run.  raw's lane 0 holds
+ * bytes 0-15, lane 1 bytes 4-19.  Each 16-bit word gets the two bytes that hold a pair of codes
+ * (pair j of a run: bits 10j .. 10j + 9, from bit 0, 2, 4 or 6 of its first byte); multiplying
+ * by 2^(6 - that offset) puts every pair at bits 6-15, and two shifts and masks move its codes
+ * to the word's two bytes: lane 0 codes 0-15, lane 1 codes 16-31, in order.  (One multiply per
+ * 32 codes; a word per code took two, and variable dword shifts were slower.) */
+CN_INLINE __m256i avx2_spread5(__m256i raw) {
+    const __m256i pairs = _mm256_setr_epi8(0, 1, 1, 2, 2, 3, 3, 4, 5, 6, 6, 7, 7, 8, 8, 9,
+                                           6, 7, 7, 8, 8, 9, 9, 10, 11, 12, 12, 13, 13, 14, 14, 15);
+    const __m256i mul = _mm256_setr_epi16(64, 16, 4, 1, 64, 16, 4, 1, 64, 16, 4, 1, 64, 16, 4, 1);
+    const __m256i w = _mm256_mullo_epi16(_mm256_shuffle_epi8(raw, pairs), mul);
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 6), _mm256_set1_epi16(31)),
+                           _mm256_and_si256(_mm256_srli_epi16(w, 3), _mm256_set1_epi16(0x1f00)));
+}
+
+/* Codes v .. v+31 (v a multiple of 8) of 5 bits as bytes, lane 0 codes 0-15, lane 1 codes
+ * 16-31: the two 16-byte loads read exactly the 20 bytes that hold them. */
+CN_INLINE __m256i avx2_codes5x32(const uint8_t *row, int64_t v) {
+    const uint8_t *p = row + 5 * (v / 8);
+    return avx2_spread5(_mm256_loadu2_m128i((const __m128i *)(p + 4), (const __m128i *)p));
+}
+
+/* count (< 32, a multiple of 8) codes from code v through a buffer; the codes after count
+ * read as 0. */
+CN_INLINE __m256i avx2_codes5_short(const uint8_t *row, int64_t v, int64_t count) {
+    uint8_t buf[20] = {0};
+    memcpy(buf, row + 5 * (v / 8), (size_t)(5 * count / 8));
+    return avx2_codes5x32(buf, 0);
 }
 
 /* Codes v .. v+31 (v a multiple of 32) of 4 bits as bytes, in the same order. */

@@ -435,7 +435,7 @@ static void cq_gemv_tbl(const void *c, int64_t n0, int64_t n1) {
  * looks up 32 codes per table and three blends pick the table by the code's
  * top two bits, so 32 weights cost eight pshufb, six blends, two interleaves
  * and four float16 converts.  CQ4's 16 entries are one table per plane: two
- * pshufb and no blend.  Exact: the planes hold the codebook's own bits.  The
+ * pshufb and no blend; 5-bit codes' 32 are two, with one blend.  Exact: the planes hold the codebook's own bits.  The
  * same lookup fills CQ4 prefill panels (cq_fill_avx2): the generic fill took
  * ~1 ns per weight, a tenth of a Llama-3.2-1B prefill. */
 #if !CN_NATIVE && defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
@@ -447,7 +447,7 @@ typedef struct {
 } cq_avx2_head_args;
 
 static int cq_avx2_head_prepare(const float *cb, int bits, int d, int64_t group, cq_avx2_head_args *t) {
-    if (d != 1 || (bits != 6 && bits != 4) || group % 32) return 0;
+    if (d != 1 || bits < 4 || bits > 6 || group % 32) return 0;
     uint8_t lo[64] = {0}, hi[64] = {0};
     for (int i = 0; i < 1 << bits; i++) {
         const uint16_t h = _cvtss_sh(cb[i], _MM_FROUND_TO_NEAREST_INT);
@@ -468,6 +468,10 @@ CN_INLINE void avx2_half32(const cq_avx2_head_args *t, const uint8_t *row, int64
     if (bits == 4) {
         const __m256i idx = avx2_codes4x32(row, v);
         lo = _mm256_shuffle_epi8(t->lo[0], idx), hi = _mm256_shuffle_epi8(t->hi[0], idx);
+    } else if (bits == 5) {
+        const __m256i idx = avx2_codes5x32(row, v), m1 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(15));
+        lo = _mm256_blendv_epi8(_mm256_shuffle_epi8(t->lo[0], idx), _mm256_shuffle_epi8(t->lo[1], idx), m1);
+        hi = _mm256_blendv_epi8(_mm256_shuffle_epi8(t->hi[0], idx), _mm256_shuffle_epi8(t->hi[1], idx), m1);
     } else {
         const __m256i idx = avx2_codes6x32(row, v, last);
         const __m256i m1 = _mm256_cmpgt_epi8(idx, _mm256_set1_epi8(15));
@@ -506,6 +510,7 @@ CN_INLINE void avx2_rows(const cq_avx2_head_args *t, int64_t n0, int64_t n1, con
 static void cq_gemv_avx2_head(const void *c, int64_t n0, int64_t n1) {
     const cq_avx2_head_args *t = c;
     if (t->a.bits == 4) avx2_rows(t, n0, n1, 4);
+    else if (t->a.bits == 5) avx2_rows(t, n0, n1, 5);
     else avx2_rows(t, n0, n1, 6);
 }
 
@@ -518,6 +523,7 @@ static void cq_fill_avx2(const void *c, int64_t n, int64_t k0, int64_t k1, float
     for (int64_t v = k0; v < k1; v += 32) {
         __m256i w0, w1;
         if (a->bits == 4) avx2_half32(t, row, v, 0, &w0, &w1, 4);
+        else if (a->bits == 5) avx2_half32(t, row, v, 0, &w0, &w1, 5);
         else avx2_half32(t, row, v, n == a->N - 1 && v + 32 >= a->K, &w0, &w1, 6);
         const __m256 s = _mm256_set1_ps(cn_f16_scalar(sc[v / a->group]));
         float *o = out + v - k0;

@@ -1,6 +1,6 @@
-/* CQ4 decode (4-bit codes of scalars: the 16-level Lloyd-Max codebook) and
- * the cq6 head's (6-bit codes of scalars) with int8 activations on AVX2, for
- * x86 without AVX-512 VBMI.
+/* CQ4 decode (4-bit codes of scalars: the 16-level Lloyd-Max codebook), its
+ * widened tensors' and the cq5 / cq6 heads' (5- and 6-bit codes of scalars)
+ * with int8 activations on AVX2, for x86 without AVX-512 VBMI.
  *
  * cq_i8.c has the design.  Without VBMI, x86's only byte table lookup is
  * pshufb's 16 entries: too few for CQ3's 64 or the 256 of 2-vector codes,
@@ -31,7 +31,7 @@
 #if !CN_NATIVE && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include "avx2_common.h"
 
-int cn_cq_i8_avx2_usable(int bits, int d) { return (bits == 4 || bits == 6) && d == 1; }
+int cn_cq_i8_avx2_usable(int bits, int d) { return (bits == 4 || bits == 5 || bits == 6) && d == 1; }
 
 /* Prefetch distances, as in cq_vbmi.c (docs/cpu_neon.md, Sessions 7 and 9). */
 #define PF_L1 4096
@@ -182,7 +182,45 @@ static void rows6_uniform(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
     }
 }
 
+/* 5-bit codes of scalars (the 32 Lloyd-Max levels cq4 widens its most sensitive tensors to,
+ * and the cq5 head): codebook in [-127, 127] as for cq6, whose sign trick it shares; the 32
+ * entries are two pshufb tables, chosen by the code's bit 4.  32 weights cost the 5-bit unpack
+ * (two shuffles, two multiplies, two shifts, a pack and a mask), two pshufb, a compare, a blend,
+ * abs, sign, pmaddubsw and pmaddwd. */
+static void rows5(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    const __m256i t0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)a->cbq));
+    const __m256i t1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(a->cbq + 16)));
+    const __m256i ones = _mm256_set1_epi16(1), fifteen = _mm256_set1_epi8(15);
+    const int64_t ng = a->K / a->group, C = a->group; /* codes per group */
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *row = a->codes + n * a->stride;
+        const uint16_t *sc = a->scales + n * ng;
+        __m256 tot = _mm256_setzero_ps();
+        for (int64_t g = 0; g < ng; g++) {
+            const int8_t *x = a->xq + g * a->nch * 64; /* a group's x is contiguous, zero after C */
+            __m256i acc = _mm256_setzero_si256();
+            _mm_prefetch((const char *)(row + 5 * g * C / 8 + PF_L1), _MM_HINT_T0);
+            _mm_prefetch((const char *)(row + 5 * g * C / 8 + PF_L2), _MM_HINT_T1);
+            for (int64_t c = 0; c < C; c += 32) {
+                const int64_t v = g * C + c;
+                const __m256i idx = C - c >= 32 ? avx2_codes5x32(row, v) : avx2_codes5_short(row, v, C - c);
+                const __m256i w = _mm256_blendv_epi8(_mm256_shuffle_epi8(t0, idx), _mm256_shuffle_epi8(t1, idx),
+                                                     _mm256_cmpgt_epi8(idx, fifteen));
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x + c));
+                const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+            }
+            tot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(_cvtsh_ss(sc[g]) * a->xf[g]), tot);
+        }
+        a->y[n] = hsum8(tot) + (a->bias ? a->bias[n] : 0.0f);
+    }
+}
+
 void cn_cq_i8_avx2_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    if (a->bits == 5) {
+        rows5(a, n0, n1);
+        return;
+    }
     if (a->bits == 6) {
         uniform6(a->cbq) ? rows6_uniform(a, n0, n1) : rows6(a, n0, n1);
         return;
