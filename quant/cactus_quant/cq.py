@@ -220,11 +220,11 @@ class CQQuantizer:
         damp = options.pop("damp", None)
         params = {**self.params, **options}
         allowed = {"index_bits", "vec_dim", "group_size", "max_block", "seed", "scale_iters", "scale_search",
-                   "fit_iters", "levels"}
+                   "fit_iters", "levels", "refine"}
         unknown = sorted(set(params) - allowed)
         if unknown:
             raise QuantizationError(f"{self.name}: unknown option(s) {', '.join(unknown)}")
-        for key in ("scale_iters", "scale_search", "fit_iters"):
+        for key in ("scale_iters", "scale_search", "fit_iters", "refine"):
             value = params.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise QuantizationError(f"{self.name}: {key} must be a whole number >= 0, got {value!r}")
@@ -232,6 +232,9 @@ class CQQuantizer:
         if levels not in ("gaussian", "uniform") or (levels == "uniform" and params["vec_dim"] != 1):
             raise QuantizationError(f"{self.name}: levels must be 'gaussian', or 'uniform' for scalars, got {levels!r}")
         w = check_matrix(name, array)
+        refine = params.pop("refine", 0)  # rounds after error feedback: nothing to refine without data
+        if refine and params["vec_dim"] != 1:
+            raise QuantizationError(f"{self.name}: refine runs on scalar codebooks only")
         if calib is None and hess is None:
             return cq_quantize(w, **params)
         from .feedback import cq_quantize_feedback
@@ -240,7 +243,8 @@ class CQQuantizer:
             if isinstance(damp, bool) or not isinstance(damp, (int, float)) or not damp > 0:
                 raise QuantizationError(f"{self.name}: damp must be a number > 0, got {damp!r}")
             params["damp"] = float(damp)
-        return cq_quantize_feedback(w, hess if hess is not None else calib, is_hessian=hess is not None, **params)
+        return cq_quantize_feedback(w, hess if hess is not None else calib, is_hessian=hess is not None,
+                                    refine=refine, **params)
 
     def __repr__(self) -> str:
         return f"CQQuantizer({self.name!r}, {self.bits_per_weight:.3f} bpw)"

@@ -41,25 +41,37 @@ class FactorCache:
     q/k/v read one input and so do gate/up: their Hessians are equal, and the
     factor (an ``in x in`` inversion and Cholesky, the costly step on wide
     layers) is the same.  Keying on the content rather than the array object
-    keeps it right whoever built the Hessians; two entries cover a checkpoint's
-    tensor order (k, o, q, v: o_proj sits between the shared ones).
+    keeps it right whoever built the Hessians; two entries per kind (factor, damped Hessian) cover a
+    checkpoint's tensor order (k, o, q, v: o_proj sits between the shared ones).
     """
 
-    def __init__(self, size: int = 2):
+    def __init__(self, size: int = 4):
         self.size, self.hits, self.misses = size, 0, 0
         self._factors: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
     def factor(self, h: np.ndarray, block: int, seed: int, damp: float) -> np.ndarray:
         """Upper ``U`` with ``U^T U = (R H R^T + damp * mean diag * I)^-1`` (read-only)."""
+        return self._get(h, block, seed, damp, "factor", lambda hr: inverse_cholesky(hr, damp))
+
+    def damped(self, h: np.ndarray, block: int, seed: int, damp: float) -> np.ndarray:
+        """``R H R^T + damp * mean diag * I`` itself (read-only), for refine.py."""
+
+        def add(hr: np.ndarray) -> np.ndarray:
+            hr[np.diag_indices(len(hr))] += damp * np.mean(np.diag(hr))
+            return hr
+
+        return self._get(h, block, seed, damp, "damped", add)
+
+    def _get(self, h, block, seed, damp, kind, make) -> np.ndarray:
         h = np.ascontiguousarray(h, dtype=np.float64)
-        key = (hashlib.blake2b(h.data, digest_size=16).digest(), h.shape, block, seed, float(damp))
+        key = (hashlib.blake2b(h.data, digest_size=16).digest(), h.shape, block, seed, float(damp), kind)
         u = self._factors.get(key)
         if u is not None:
             self.hits += 1
             self._factors.move_to_end(key)
             return u
         self.misses += 1
-        u = inverse_cholesky(rotate_hessian(h, block, seed), damp)
+        u = make(rotate_hessian(h, block, seed))
         u.flags.writeable = False  # shared between tensors
         self._factors[key] = u
         while len(self._factors) > self.size:
@@ -89,6 +101,7 @@ def cq_quantize_feedback(
     levels: str = "gaussian",
     damp: float = 0.3,
     is_hessian: bool | None = None,
+    refine: int = 0,
 ) -> CQTensor:
     """Quantize ``w`` (out, in) to a :class:`CQTensor` with GPTQ-style error feedback.
 
@@ -96,7 +109,9 @@ def cq_quantize_feedback(
     few thousand calibration tokens (``--calibrate``'s 16 self-written samples,
     the MiniLM benchmark's 64 sentences) pin the Hessian down only roughly.
     ``cactus convert``'s own self-calibration reads ~16K tokens and passes 0.03
-    (calibrate.SELF_DAMP); both measured in docs/quantization.md.
+    (calibrate.SELF_DAMP); both measured in docs/quantization.md.  ``refine`` rounds of
+    coordinate descent on the codes and least-squares scales follow (refine.py; scalar
+    codebooks only).
     """
     w = np.asarray(w, dtype=np.float32)
     out, n = w.shape
@@ -104,8 +119,12 @@ def cq_quantize_feedback(
     group = choose_group(n, group_size, vec_dim)
     if group % vec_dim:
         raise QuantizationError(f"group {group} is not a multiple of the vector size {vec_dim}")
-    u = FACTORS.factor(hessian_from(x_or_h, n, is_hessian), block, seed, damp)
+    if refine and vec_dim != 1:
+        raise QuantizationError(f"refine runs on scalar codebooks only, not {vec_dim}-vectors")
+    h = hessian_from(x_or_h, n, is_hessian)
+    u = FACTORS.factor(h, block, seed, damp)
     wr = rotate_rows(w, block, seed).astype(np.float64)
+    w0 = wr.copy() if refine else None  # GPTQ updates wr in place
     codebook = scalar_codebook(index_bits, vec_dim, levels).astype(np.float16)
     if fit_iters:  # fitted to the weights as they are; feedback then codes around it
         groups = wr.astype(np.float32).reshape(out, n // group, group)
@@ -133,5 +152,9 @@ def cq_quantize_feedback(
                 w1[:, j:] -= np.outer(e, u1[j, j:])
                 err1[:, j] = e
         wr[:, g1:] -= err1 @ u[g0:g1, g1:]
+    if refine:
+        from .refine import refine as refine_codes
+
+        idx, scales = refine_codes(w0, FACTORS.damped(h, block, seed, damp), idx, scales, cb[:, 0], group, refine)
     meta = {"index_bits": index_bits, "vec_dim": vec_dim, "group_size": group, "block_size": block, "seed": seed}
     return make_cq_tensor((out, n), meta, pack_bits(idx, index_bits), scales, codebook)

@@ -116,12 +116,14 @@ class WidenedCQQuantizer:
     self_calibrate = True
 
     def __init__(self, name: str = "cq4", budget_bpw: float = BUDGET_BPW, widths: Sequence[int] = (5, 6),
-                 sensitivity_work: float = SENSITIVITY_WORK, measured: Sequence[int] = ()):
+                 sensitivity_work: float = SENSITIVITY_WORK, measured: Sequence[int] = (), refine: int = 0):
         self.name, self.bits, self.budget_bpw = name, 4, float(budget_bpw)
         #: multiply-adds the sensitivity passes may cost (:func:`sensitivity_tokens`)
         self.sensitivity_work = float(sensitivity_work)
-        self.base = CQQuantizer(name, 4)
-        self.inner = {4: self.base, **{b: CQQuantizer(f"{name}@{b}", min(b, 4), **width_params(b))
+        # refine.py's rounds after the error feedback, for every scalar width (not 3's 2-vectors)
+        extra = lambda b: {"refine": refine} if refine and width_params(b).get("vec_dim", 1) == 1 else {}
+        self.base = CQQuantizer(name, 4, **extra(4))
+        self.inner = {4: self.base, **{b: CQQuantizer(f"{name}@{b}", min(b, 4), **width_params(b), **extra(b))
                                        for b in widths if b != 4}}
         self.params = self.base.params
         #: widths whose KL is measured like 4 bits' rather than estimated from it (a pass per tensor each)
