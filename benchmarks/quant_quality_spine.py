@@ -142,6 +142,14 @@ ROWS = {
     # session 15: refine.py's rounds of code sweeps and least-squares scales after the error feedback
     **{f"CQ4 widened refined {r}x": dict(bits="4", head="keep", self_calibrate=True,
                                           quantizer=lambda r=r: widened(refine=r)) for r in (1, 2, 3)},
+    # ... and coarse scale groups (twice as long) where the plan trades them for more widening
+    "CQ4 widened coarse groups": dict(bits="4", head="keep", self_calibrate=True,
+                                      quantizer=lambda: widened(coarse=True)),
+    "CQ4 widened coarse groups refined 3x": dict(bits="4", head="keep", self_calibrate=True,
+                                                 quantizer=lambda: widened(coarse=True, refine=3)),
+    "CQ4 widened coarse groups refined 3x T=1.3 512-token texts": dict(
+        bits="4", head="keep", self_calibrate=True, quantizer=lambda: widened(coarse=True, refine=3),
+        calibration_temperature=1.3, calibration_length=512),
     "CQ4 4-bit only refined 3x": dict(bits="4", head="keep", self_calibrate=True,
                                       quantizer=("cq4", 4, {"refine": 3})),
     "CQ4 one-round chats": dict(bits="4", head="keep", calibration_samples=128, calibration_turns=1,

@@ -316,6 +316,7 @@ def convert(
             report["allocation_source"] = allocation_source
             if widening:  # name -> width of every cq4 tensor not at 4 bits
                 report["widened"] = {n: b for n, b in allocation.bits.items() if b != 4}
+                report["coarse_groups"] = sorted(quantizer.coarse_plan)
         cactus = {
             "format_version": 1,
             "source": str(src),
@@ -360,7 +361,12 @@ def plan_widths(quantizer, src: Path, tensors: dict, targets: list[str], hessian
         bar = tqdm(total=len(targets) * (1 + len(quantizer.measured)), desc="measure KL per tensor", unit="run")
     try:
         kl = KLSensitivity(str(src), make, tokens=subset, progress=bar.update if bar is not None else None)
-        allocation = quantizer.plan_widths({n: tuple(tensors[n][1].shape) for n in targets}, kl)
+        coarse = None
+        if quantizer.coarse:
+            from .widen import coarse_error_ratio
+
+            coarse = {n: coarse_error_ratio(to_float32(_as_float(*tensors[n]))) for n in targets}
+        allocation = quantizer.plan_widths({n: tuple(tensors[n][1].shape) for n in targets}, kl, coarse)
     finally:
         if bar is not None:
             bar.close()

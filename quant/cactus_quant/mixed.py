@@ -56,7 +56,8 @@ def allocate_bits(
     """
     if not sizes:
         raise QuantizationError("nothing to allocate: no tensors")
-    choices = sorted(set(int(b) for b in choices))
+    # widths (ints), or any orderable labels a caller's ``cost`` and ``measure`` understand
+    choices = sorted(set(choices))
     cost = cost or (lambda _name, bits: float(bits))
     names = list(sizes)
     err = {n: {b: float(measure(n, b)) for b in choices} for n in names}

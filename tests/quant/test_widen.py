@@ -15,6 +15,7 @@ from cactus_quant.widen import (
     BUDGET_BPW,
     SENSITIVITY_TOKENS,
     WidenedCQQuantizer,
+    coarse_error_ratio,
     sensitivity_texts,
     sensitivity_tokens,
     width_error_ratio,
@@ -112,3 +113,22 @@ def test_the_benchmarks_stand_in_plan_widens_attention_within_the_budget():
     assert not any("mlp" in n for n in plan)
     fives = [n for n, b in plan.items() if b == 5]
     assert fives and all(".layers.0." in n or ".layers.3." in n for n in fives[:2])  # outer layers first
+
+
+def test_coarse_groups_pay_for_more_widening_within_the_budget():
+    shapes = {f"l{i}.{k}": s for i in range(4) for k, s in (("v", (64, 320)), ("mlp", (960, 320)))}
+    kl4 = {n: 0.05 if n.endswith(".v") else 0.02 for n in shapes}
+    measure = lambda n, b: kl4[n] if b == 4 else 1 / 0
+    plain = WidenedCQQuantizer()
+    base = plain.plan_widths(shapes, measure)
+    q = WidenedCQQuantizer(coarse=True)
+    plan = q.plan_widths(shapes, measure, {n: 1.1 for n in shapes})
+    assert plan.average_bpw <= BUDGET_BPW and plan.total_error < base.total_error
+    assert q.coarse_plan and all(n.endswith(".mlp") for n in q.coarse_plan)  # the big, cheap ones
+    assert sum(b - 4 for b in plan.bits.values()) > sum(b - 4 for b in base.bits.values())
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((960, 320)).astype(np.float32)
+    name = sorted(q.coarse_plan)[0]
+    assert q.quantize(name, w).meta["group_size"] == 160  # 80 -> 160 inputs
+    assert q.quantize("l0.v", w[:64]).meta["group_size"] == 80
+    assert 1.0 < coarse_error_ratio(w) < 1.2
