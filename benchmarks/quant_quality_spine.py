@@ -138,11 +138,12 @@ ROWS = {
     "CQ4 widened 4x the sensitivity tokens": dict(bits="4", head="keep", self_calibrate=True,
                                                   quantizer=lambda: widened(sensitivity_work=4e12)),
     "CQ4 widened T=1.3 512-token texts": dict(bits="4", head="keep", calibration_temperature=1.3,
-                                              calibration_length=512),
+                                              calibration_length=512, quantizer=lambda: widened()),
     # session 15: refine.py's rounds of code sweeps and least-squares scales after the error feedback
     **{f"CQ4 widened refined {r}x": dict(bits="4", head="keep", self_calibrate=True,
                                           quantizer=lambda r=r: widened(refine=r)) for r in (1, 2, 3)},
     # ... and coarse scale groups (twice as long) where the plan trades them for more widening
+    "CQ4 widened (session 14)": dict(bits="4", head="keep", self_calibrate=True, quantizer=lambda: widened()),
     "CQ4 widened coarse groups": dict(bits="4", head="keep", self_calibrate=True,
                                       quantizer=lambda: widened(coarse=True)),
     "CQ4 widened coarse groups refined 3x": dict(bits="4", head="keep", self_calibrate=True,
@@ -179,10 +180,11 @@ class VProj6:
 
 
 def widened(**options):
-    """cq4's widening quantizer (cactus_quant.widen) with other settings than the default's."""
+    """cq4's widening quantizer (cactus_quant.widen) as session 14 shipped it, with ``options``."""
     from cactus_quant.widen import WidenedCQQuantizer
 
-    return WidenedCQQuantizer("cq4", **options)
+    # session 14's widening (no coarse groups, no refinement, 256-token texts) unless told
+    return WidenedCQQuantizer("cq4", **{"coarse": False, "refine": 0, "calibration_length": None, **options})
 
 
 def heldout_segments(engine, n: int = 200, seed: int = 0, all_turns: bool = False,

@@ -185,7 +185,9 @@ def _cmd_convert(args) -> int:
         print(f"head ({', '.join(report['head_tensors'])}): {report['head']} at "
               f"{report['head_bits_per_weight']:.3f} bits/weight")
     if "widened" in report:  # cq4 spent its 4.25 bpw budget on the tensors with the most KL
-        print(f"widths by measured KL (4.25 bits/weight at most): tensors per width {report['allocation']}")
+        coarse = len(report.get("coarse_groups", ()))
+        print(f"widths by measured KL (4.25 bits/weight at most): tensors per width {report['allocation']}"
+              + (f", {coarse} with coarse scale groups" if coarse else ""))
     elif "allocation" in report:
         print(f"mixed precision from {report['allocation_source']} sensitivity: tensors per width "
               f"{report['allocation']}")

@@ -268,6 +268,11 @@ def self_written(engine, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_L
     model, tok = engine.model, engine.tokenizer
     rng = np.random.default_rng(seed)
     start = [tok.bos_token_id] if tok.bos_token_id is not None else (tok.eos_token_ids[:1] or [0])
+    # every text is read back whole, so none may outgrow the model's context (a small model's
+    # 512 positions hold cq4's 512-token texts only without their start token)
+    room = getattr(model, "max_context", None)
+    if room:
+        length = max(2, min(length, room - len(start)))
     frame = _chat_frame(tok) if samples > 1 else None
     n_chat = samples // 2 if frame else 0
     texts = _write(model, start, samples - n_chat, length, rng, temperature, top_p)
@@ -276,8 +281,9 @@ def self_written(engine, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_L
         pre, post = frame
         seam = _turn_break(tok) if turns > 1 else None
         per_round = USER_TOKENS + length // 2
-        fixed = len(pre) + len(post) + per_round
-        room = getattr(model, "max_context", None)  # later rounds must stay inside the model's positions
+        if room:  # one round must fit
+            per_round = max(USER_TOKENS + 2, min(per_round, room - len(pre) - len(post)))
+        fixed = len(pre) + len(post) + per_round  # later rounds must stay inside the model's positions
         fit = 1 + max(0, ((room or 1 << 30) - fixed) // (per_round + len(post) + len(seam or ())))
         rounds = min(turns, fit) if seam else 1
         forced = [(USER_TOKENS, post)]

@@ -155,7 +155,7 @@ def convert(
     calibration_turns: Optional[int] = None,
     calibration_past_end: Optional[bool] = None,
     calibration_temperature: float = DEFAULT_TEMPERATURE,
-    calibration_length: int = DEFAULT_LENGTH,
+    calibration_length: Optional[int] = None,
 ) -> dict:
     """Convert a Hugging Face checkpoint to a quantized bundle; returns a report dict.
 
@@ -169,7 +169,8 @@ def convert(
     shape the self-written chats, defaults ``calibrate.CHAT_TURNS`` and
     ``calibrate.PAST_END``; ``calibration_temperature`` and ``calibration_length`` are the
     sampling temperature and the tokens per plain text, defaults
-    ``calibrate.DEFAULT_TEMPERATURE`` and ``calibrate.DEFAULT_LENGTH``);
+    ``calibrate.DEFAULT_TEMPERATURE`` and the quantizer's ``calibration_length`` (cq4: 512)
+    or else ``calibrate.DEFAULT_LENGTH``);
     ``self_calibrate=False`` keeps it data-free, ``True`` asks for it whatever the
     scheme.  ``quantizer`` overrides the
     registered scheme object (tests, custom settings).  ``head`` says how
@@ -217,6 +218,8 @@ def convert(
     hessians, calibrated_by, texts = None, "given" if calibration is not None else "none", []
     made: dict[str, QuantizedTensor] = {}  # tensors sequential calibration already quantized
     wanted = self_calibrate if self_calibrate is not None else getattr(quantizer, "self_calibrate", False)
+    if calibration_length is None:
+        calibration_length = getattr(quantizer, "calibration_length", None) or DEFAULT_LENGTH
     if calibration is None and wanted and method != "rtn":
         from .calibrate import SEQUENTIAL, self_hessians, sequential_quantize
 

@@ -44,6 +44,11 @@ WIDE_LEVELS = {5: "gaussian", 6: "uniform"}
 #: Multiply-adds the sensitivity passes may cost in all (tensors x tokens x parameters):
 #: about 1.5K tokens per pass on the default model, the 256-token floor on Llama-3.2-1B.
 SENSITIVITY_WORK = 1e12
+#: refine.py's rounds (code sweep, then least-squares scales) after each tensor's error feedback.
+REFINE_ROUNDS = 3
+#: Tokens per self-written plain text for cq4's calibration (calibrate.DEFAULT_LENGTH is 256):
+#: measured with coarse groups and refinement on the default model (docs/quantization.md, session 15).
+CALIBRATION_LENGTH = 512
 #: Scale groups of a coarse tensor (the largest divisor of its width up to this): twice cq4's
 #: 128, so 80 -> 160 and 120 -> 240 inputs on the default model, 0.07-0.1 bpw saved.
 COARSE_GROUP = 256
@@ -134,9 +139,12 @@ class WidenedCQQuantizer:
     self_calibrate = True
 
     def __init__(self, name: str = "cq4", budget_bpw: float = BUDGET_BPW, widths: Sequence[int] = (5, 6),
-                 sensitivity_work: float = SENSITIVITY_WORK, measured: Sequence[int] = (), refine: int = 0,
-                 coarse: bool = False):
+                 sensitivity_work: float = SENSITIVITY_WORK, measured: Sequence[int] = (),
+                 refine: int = REFINE_ROUNDS, coarse: bool = True,
+                 calibration_length: Optional[int] = CALIBRATION_LENGTH):
         self.name, self.bits, self.budget_bpw = name, 4, float(budget_bpw)
+        #: tokens per self-written plain text convert calibrates on (None: calibrate.DEFAULT_LENGTH)
+        self.calibration_length = calibration_length
         #: multiply-adds the sensitivity passes may cost (:func:`sensitivity_tokens`)
         self.sensitivity_work = float(sensitivity_work)
         # refine.py's rounds after the error feedback, for every scalar width (not 3's 2-vectors)
