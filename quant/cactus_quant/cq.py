@@ -233,8 +233,6 @@ class CQQuantizer:
             raise QuantizationError(f"{self.name}: levels must be 'gaussian', or 'uniform' for scalars, got {levels!r}")
         w = check_matrix(name, array)
         refine = params.pop("refine", 0)  # rounds after error feedback: nothing to refine without data
-        if refine and params["vec_dim"] != 1:
-            raise QuantizationError(f"{self.name}: refine runs on scalar codebooks only")
         if calib is None and hess is None:
             return cq_quantize(w, **params)
         from .feedback import cq_quantize_feedback

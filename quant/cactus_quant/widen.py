@@ -148,7 +148,8 @@ class WidenedCQQuantizer:
         #: multiply-adds the sensitivity passes may cost (:func:`sensitivity_tokens`)
         self.sensitivity_work = float(sensitivity_work)
         # refine.py's rounds after the error feedback, for every scalar width (not 3's 2-vectors)
-        extra = lambda b: {"refine": refine} if refine and width_params(b).get("vec_dim", 1) == 1 else {}
+        scalar = lambda b: {**PRESETS[min(b, 4)], **width_params(b)}["vec_dim"] == 1
+        extra = lambda b: {"refine": refine} if refine and scalar(b) else {}
         self.base = CQQuantizer(name, 4, **extra(4))
         self.inner = {4: self.base, **{b: CQQuantizer(f"{name}@{b}", min(b, 4), **width_params(b), **extra(b))
                                        for b in widths if b != 4}}
@@ -156,8 +157,8 @@ class WidenedCQQuantizer:
         #: may take them to pay for widening (scalar widths only)
         self.coarse = {b: CQQuantizer(f"{q.name}/g{COARSE_GROUP}", q.bits, **{**q.params, "group_size": COARSE_GROUP})
                        for b, q in self.inner.items() if coarse and q.params["vec_dim"] == 1}
-        #: name -> True for the tensors the plan gives coarse groups
-        self.coarse_plan: dict[str, bool] = {}
+        #: the tensors the plan gives coarse groups
+        self.coarse_plan: set[str] = set()
         self.params = self.base.params
         #: widths whose KL is measured like 4 bits' rather than estimated from it (a pass per tensor each)
         self.measured = tuple(int(b) for b in measured if int(b) in self.inner and int(b) != 4)
@@ -191,14 +192,14 @@ class WidenedCQQuantizer:
             kl_b = kl(n, b) if b in self.measured else kl(n, 4) * ratio[b]
             return kl_b * (coarse_ratio[n] if coarse else 1.0)
 
-        self.coarse_plan = {}
+        self.coarse_plan = set()
         try:
             plan = allocate_bits(sizes, self.budget_bpw, cost, choices=tuple(options),
                                  cost=lambda n, c: options[c].bits_for_shape(shapes[n]))
         except QuantizationError:  # plain CQ4 is already over the budget (narrow layers): no widening
             self.allocation = None
             return None
-        self.coarse_plan = {n: True for n, (_, coarse) in plan.bits.items() if coarse}
+        self.coarse_plan = {n for n, (_, coarse) in plan.bits.items() if coarse}
         self.allocation = Allocation(bits={n: b for n, (b, _) in plan.bits.items()},
                                      average_bpw=plan.average_bpw, total_error=plan.total_error)
         return self.allocation
@@ -213,7 +214,7 @@ class WidenedCQQuantizer:
         bits = int(options.pop("bits", self.width(name)))
         if bits not in self.inner:
             raise QuantizationError(f"{self.name}: bits must be one of {sorted(self.inner)}, got {bits}")
-        if planned and self.coarse_plan.get(name) and bits in self.coarse:
+        if planned and name in self.coarse_plan and bits in self.coarse:
             return self.coarse[bits].quantize(name, array, **options)
         made = self.made.pop((name, bits), None)
         return made if made is not None else self.inner[bits].quantize(name, array, **options)
