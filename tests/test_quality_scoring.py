@@ -43,3 +43,30 @@ def test_scored_turns_of_the_default_model_end_at_their_end_of_turn_token():
         assert ids[pos[-1]] in eos  # the last scored token is the end of the turn
         assert not eos & {ids[p] for p in pos[:-1]}  # and only the last
         assert np.all(np.diff(pos) == 1)
+
+
+def _quality():
+    """benchmarks/quant_quality.py (MiniLM and the default model in one table)."""
+    spec = importlib.util.spec_from_file_location("quant_quality", os.path.join(ROOT, "benchmarks", "quant_quality.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_table_row_with_a_default_model_column_names_a_spine_row():
+    rows = _quality().DEFAULT_MODEL_ROWS
+    assert set(rows) >= {"CQ4", "CQ3", "CQ2", "CQ3.26", "CQ2.54", "GPTQ-4 g128", "RTN int4 g128",
+                         "MLX affine 4-bit g64"}
+    missing = [r for r in rows.values() if r not in _bench().ROWS]
+    assert not missing
+
+
+def test_the_default_model_columns_come_from_a_real_conversion_and_score():
+    if not os.path.isfile(os.path.join(ROOT, "models", "spine", "config.json")):
+        pytest.skip("models/spine is not in this checkout")
+    got = _quality().default_model_rows(os.path.join(ROOT, "models", "spine"), ["RTN int4 g128", "CQ4 +feedback"])
+    assert list(got) == ["RTN int4 g128"]  # "CQ4 +feedback" is MiniLM's only
+    r = got["RTN int4 g128"]
+    assert 4.0 < r["bpw"] < 5.0
+    assert 0.0 < r["kl_mean"] < 1.0 and r["tokens"] > 10000
+    assert abs(r["perplexity_delta_pct"]) < 20.0
