@@ -35,17 +35,18 @@ def add_convert_command(sub) -> None:
     p.add_argument("--method", default="cq", choices=["cq", "gptq", "rtn"])
     cal = p.add_mutually_exclusive_group()
     cal.add_argument("--calibrate", action="store_true",
-                     help="CQ error feedback from text the model generates itself (the default for --bits 4; "
-                          "always on for gptq)")
+                     help="CQ error feedback from text the model generates itself (the default for every CQ "
+                          "width of a causal LM; always on for gptq)")
     cal.add_argument("--no-calibrate", action="store_true",
-                     help="data-free CQ4: no self-written text, several times faster to convert")
+                     help="data-free CQ codes, several times faster to convert (the mixed plans still "
+                          "measure their widths on self-written text)")
     p.add_argument("--calibration-text", metavar="FILE",
                    help="calibrate (and measure mixed-precision sensitivity) on this text instead")
     p.add_argument("--calibration-samples", type=int, default=None,
                    help="self-generated texts and chats to calibrate on "
-                        "(default 32 for --bits 4: 16 texts and 16 six-round chats; else 16)")
+                        "(default 32 for --bits 4/3/2: 16 texts and 16 six-round chats; else 16)")
     p.add_argument("--calibration-seed", type=int, default=0,
-                   help="which draw of self-written texts CQ4 calibrates on (default 0)")
+                   help="which draw of self-written texts CQ4/CQ3/CQ2 calibrate on (default 0)")
     p.add_argument("--head", default=DEFAULT_HEAD, choices=HEADS,
                    help=f"embeddings and lm_head: keep their dtype, or int8/int4/cq6/cq5/cq4 (default {DEFAULT_HEAD})")
     p.add_argument("--sensitivity", default="kl", choices=["kl", "proxy"],
@@ -79,9 +80,9 @@ def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibra
     """``cactus convert`` without the argument parsing: calibration tokens and activations,
     measured mixed-precision sensitivity, then the conversion; returns its report.
 
-    CQ4 calibrates on texts the model writes itself (``samples``, default 32; data-free
-    for encoders) unless ``no_calibrate`` (cactus_quant.calibrate: measured better than
-    the 16 texts and stronger damping of the ``calibrate`` path the other widths and
+    CQ4, CQ3 and CQ2 calibrate on texts the model writes itself (``samples``, default 32;
+    data-free for encoders) unless ``no_calibrate`` (cactus_quant.calibrate: measured better
+    than the 16 texts and stronger damping of the ``calibrate`` path the mixed plans and
     GPTQ take, whose ``samples`` default is 16)."""
     from cactus_quant import sensitivity as sens
     from cactus_quant.convert import convert, scheme_name
@@ -90,11 +91,15 @@ def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibra
     from .weights import load_weights
 
     scheme = scheme_name(float(bits), method)
-    measured = scheme in ("cq3.26", "cq2.54") and sensitivity == "kl"
-    # cq4 self-calibrates inside convert(); given text still goes through the feedback path
-    calibrate = method == "gptq" or bool(calibration_text) or (calibrate and scheme != "cq4")
-    extra = {} if samples is None or scheme != "cq4" else {"calibration_samples": samples}
-    if seed and scheme == "cq4":
+    mixed, self_calibrating = scheme in ("cq3.26", "cq2.54"), scheme in ("cq4", "cq3", "cq2")
+    measured = mixed and sensitivity == "kl"
+    # cq4/cq3/cq2 self-calibrate inside convert(); given text still goes through the feedback
+    # path, and the mixed plans code with feedback on their measuring text unless told not to
+    # (on the default model: CQ3.26 2.54x -> 1.96x MLX's KL, CQ2.54 7.0x -> 5.3x; docs/quantization.md)
+    asked = calibrate or method == "gptq" or bool(calibration_text)
+    calibrate = (asked and not self_calibrating) or bool(calibration_text) or (mixed and not no_calibrate)
+    extra = {} if samples is None or not self_calibrating else {"calibration_samples": samples}
+    if seed and self_calibrating:
         extra["calibration_seed"] = seed
     samples = 16 if samples is None else samples
     calibration, measure, quantizer, tokens, bar = None, None, None, None, None
@@ -108,10 +113,11 @@ def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibra
                 raise QuantizationError(f"cannot read --calibration-text {calibration_text}: {exc.strerror}") from None
         engine = Engine.load(src, context_length=256)
         if engine.generator is None:  # an encoder: it can neither write its own text nor give next-token KL
-            if calibrate and text is None:
+            if asked and text is None:
                 raise QuantizationError(f"{src} is not a causal LM, so it cannot calibrate on its own text; "
                                         "pass --calibration-text FILE")
             measured = False
+            calibrate = calibrate and text is not None
         # GPTQ fits every weight to the activations it sees, so it gets CQ4's longer
         # six-round self-written text: on stage 19 the one-round sampler's ~2K tokens left
         # GPTQ-4 at 2.8x MLX g64's KL, worse than RTN; this text, 0.55x (docs/quantization.md)
@@ -140,6 +146,7 @@ def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibra
     try:
         return convert(src, out, bits=float(bits), method=method, force=force, progress=progress,
                        calibration=calibration, head=head, measure=measure, quantizer=quantizer,
+                       calibration_source="calibration text" if calibration_text else "self-written text",
                        self_calibrate=False if no_calibrate else None, **extra)
     finally:
         if bar is not None:

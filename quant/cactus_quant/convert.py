@@ -156,11 +156,13 @@ def convert(
     calibration_past_end: Optional[bool] = None,
     calibration_temperature: float = DEFAULT_TEMPERATURE,
     calibration_length: Optional[int] = None,
+    calibration_source: str = "given",
 ) -> dict:
     """Convert a Hugging Face checkpoint to a quantized bundle; returns a report dict.
 
     ``calibration(tensor_name) -> activations`` feeds GPTQ (required for
-    ``gptq``) and CQ's error feedback (optional).  Without it, a scheme whose
+    ``gptq``) and CQ's error feedback (optional); the report's ``calibration``
+    names it as ``calibration_source`` says.  Without it, a scheme whose
     quantizer says ``self_calibrate`` (cq4) calibrates on ``calibration_samples``
     texts the model writes itself (calibrate.py; data-free for encoders;
     ``calibration_seed`` picks the draw of those texts; ``sequential`` takes each
@@ -215,7 +217,7 @@ def convert(
     head_q = head_quantizer(head)
     heads = {n for n, (dt, a) in tensors.items() if head_q is not None and _is_head(n, dt, a)}
 
-    hessians, calibrated_by, texts = None, "given" if calibration is not None else "none", []
+    hessians, calibrated_by, texts = None, calibration_source if calibration is not None else "none", []
     made: dict[str, QuantizedTensor] = {}  # tensors sequential calibration already quantized
     wanted = self_calibrate if self_calibrate is not None else getattr(quantizer, "self_calibrate", False)
     if calibration_length is None:
