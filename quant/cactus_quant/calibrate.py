@@ -194,12 +194,12 @@ def _turn_break(tokenizer) -> Optional[list[int]]:
 
 
 def _write(model, prompt: list[int], n: int, length: int, rng, temperature: float, top_p: float,
-           forced: Sequence[tuple[int, list[int]]] = ()) -> list[list[int]]:
+           forced: Sequence[tuple[int, list[int]]] = (), bar=None) -> list[list[int]]:
     """``n`` continuations of ``prompt`` by ``length`` sampled tokens, all in lockstep.
 
     Each ``(k, ids)`` of ``forced`` feeds ``ids`` after the first ``k`` sampled
     tokens (a chat: the template's close of a user turn and the generation prompt,
-    or the seam from a reply to the next user turn).
+    or the seam from a reply to the next user turn).  ``bar`` (tqdm) counts sampled tokens.
     """
     from cactus_core.generate import KVCache, kv_dtype_for
 
@@ -223,6 +223,8 @@ def _write(model, prompt: list[int], n: int, length: int, rng, temperature: floa
             tok = _sample_rows(model.logits(h[:, -1:, :])[:, -1], temperature, top_p, rng)
             seqs = np.concatenate([seqs, tok[:, None]], axis=1)
             feed = tok[:, None]
+            if bar is not None:
+                bar.update(b)
         out += seqs.tolist()
     return out
 
@@ -245,7 +247,7 @@ def _after_end(ids: list[int], sampled: np.ndarray, ends: set) -> np.ndarray:
 
 def self_written(engine, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_LENGTH, seed: int = 0,
                  temperature: float = 1.0, top_p: float = 0.95, turns: int = 1,
-                 past_end: bool = True) -> tuple[list[list[int]], list[np.ndarray]]:
+                 past_end: bool = True, progress: bool = False) -> tuple[list[list[int]], list[np.ndarray]]:
     """Texts the model writes itself and, per text, which tokens to record.
 
     Half are plain text of ``length`` tokens from its start token, half chats when it
@@ -255,6 +257,7 @@ def self_written(engine, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_L
     a chat model is used).  A chat turn the model closes early is followed, in
     lockstep, by tokens it writes after its turn was over; ``past_end=False`` leaves
     them out of the record (the text stays, as context).  ``seed`` picks the draw.
+    ``progress`` shows a bar of sampled tokens (a 1B model writes for minutes).
     """
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise QuantizationError(f"calibration samples must be a whole number >= 1, got {samples!r}")
@@ -275,29 +278,41 @@ def self_written(engine, samples: int = DEFAULT_SAMPLES, length: int = DEFAULT_L
         length = max(2, min(length, room - len(start)))
     frame = _chat_frame(tok) if samples > 1 else None
     n_chat = samples // 2 if frame else 0
-    texts = _write(model, start, samples - n_chat, length, rng, temperature, top_p)
-    keep = [np.ones(len(t), dtype=bool) for t in texts]  # plain text: documents end and start, as in pretraining
-    if n_chat:
-        pre, post = frame
-        seam = _turn_break(tok) if turns > 1 else None
-        per_round = USER_TOKENS + length // 2
-        if room:  # one round must fit
-            per_round = max(USER_TOKENS + 2, min(per_round, room - len(pre) - len(post)))
-        fixed = len(pre) + len(post) + per_round  # later rounds must stay inside the model's positions
-        fit = 1 + max(0, ((room or 1 << 30) - fixed) // (per_round + len(post) + len(seam or ())))
-        rounds = min(turns, fit) if seam else 1
-        forced = [(USER_TOKENS, post)]
-        for r in range(1, rounds):
-            forced += [(r * per_round, seam), (r * per_round + USER_TOKENS, post)]
-        chats = _write(model, pre, n_chat, rounds * per_round, rng, temperature, top_p, forced=forced)
-        sampled = np.ones(len(chats[0]), dtype=bool)
-        sampled[: len(pre)] = False
-        for k, ids in forced:  # k sampled tokens come before each forced run
-            at = len(pre) + k + sum(len(i) for kk, i in forced if kk < k)
-            sampled[at : at + len(ids)] = False
-        ends = set(tok.eos_token_ids)
-        texts += chats
-        keep += [np.ones(len(t), dtype=bool) if past_end else ~_after_end(t, sampled, ends) for t in chats]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=(samples - n_chat) * length, desc="write calibration text", unit="tok")
+    try:
+        texts = _write(model, start, samples - n_chat, length, rng, temperature, top_p, bar=bar)
+        keep = [np.ones(len(t), dtype=bool) for t in texts]  # plain text: documents end and start, as in pretraining
+        if n_chat:
+            pre, post = frame
+            seam = _turn_break(tok) if turns > 1 else None
+            per_round = USER_TOKENS + length // 2
+            if room:  # one round must fit
+                per_round = max(USER_TOKENS + 2, min(per_round, room - len(pre) - len(post)))
+            fixed = len(pre) + len(post) + per_round  # later rounds must stay inside the model's positions
+            fit = 1 + max(0, ((room or 1 << 30) - fixed) // (per_round + len(post) + len(seam or ())))
+            rounds = min(turns, fit) if seam else 1
+            forced = [(USER_TOKENS, post)]
+            for r in range(1, rounds):
+                forced += [(r * per_round, seam), (r * per_round + USER_TOKENS, post)]
+            if bar is not None:
+                bar.total += n_chat * rounds * per_round
+                bar.refresh()
+            chats = _write(model, pre, n_chat, rounds * per_round, rng, temperature, top_p, forced=forced, bar=bar)
+            sampled = np.ones(len(chats[0]), dtype=bool)
+            sampled[: len(pre)] = False
+            for k, ids in forced:  # k sampled tokens come before each forced run
+                at = len(pre) + k + sum(len(i) for kk, i in forced if kk < k)
+                sampled[at : at + len(ids)] = False
+            ends = set(tok.eos_token_ids)
+            texts += chats
+            keep += [np.ones(len(t), dtype=bool) if past_end else ~_after_end(t, sampled, ends) for t in chats]
+    finally:
+        if bar is not None:
+            bar.close()
     return texts, keep
 
 
@@ -337,7 +352,8 @@ def read_back(engine, tokens: Sequence[Sequence[int]], keep: Optional[Sequence[n
                     ops.keep = None
 
 
-def _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature, turns, past_end):
+def _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature, turns, past_end,
+                      progress=False):
     from cactus_core import plugins
     from cactus_core.engine import Engine
 
@@ -350,7 +366,7 @@ def _engine_and_texts(model_dir, samples, length, seed, tokens, backend, tempera
         ops.recording = False
         tokens, keep = self_written(engine, samples, length, seed, temperature,
                                     turns=CHAT_TURNS if turns is None else turns,
-                                    past_end=PAST_END if past_end is None else past_end)
+                                    past_end=PAST_END if past_end is None else past_end, progress=progress)
         ops.recording = True
         #: how many of the texts are plain (self_written puts them before the chats)
         engine.plain_texts = samples - (samples // 2 if samples > 1 and _chat_frame(engine.tokenizer) else 0)
@@ -401,7 +417,7 @@ def self_hessians(model_dir: str, samples: int = DEFAULT_SAMPLES, length: int = 
                   tokens: Optional[Sequence[Sequence[int]]] = None, backend: str = "auto",
                   temperature: float = DEFAULT_TEMPERATURE, turns: Optional[int] = None,
                   past_end: Optional[bool] = None, shrink: Optional[bool] = None,
-                  texts_out: Optional[list] = None) -> Optional[dict[str, np.ndarray]]:
+                  texts_out: Optional[list] = None, progress: bool = False) -> Optional[dict[str, np.ndarray]]:
     """Per linear weight name, the input Hessian while the float model reads its own text.
 
     ``tokens`` replaces the self-written text (e.g. windows of a user's
@@ -413,9 +429,10 @@ def self_hessians(model_dir: str, samples: int = DEFAULT_SAMPLES, length: int = 
     (:func:`shrink_hessian`).  ``texts_out``, a list, receives the texts read (with their
     ``keep`` masks and, when self-written, how many are plain) as a
     :class:`~.sensitivity.CalibrationTexts`, for measurements on the same text.
+    ``progress`` shows a bar while the model writes.
     """
     ops, engine, tokens, keep = _engine_and_texts(model_dir, samples, length, seed, tokens, backend, temperature,
-                                                  turns, past_end)
+                                                  turns, past_end, progress)
     if tokens is None:
         return None
     if texts_out is not None:

@@ -238,7 +238,7 @@ def convert(
                 hessians = self_hessians(str(src), samples=calibration_samples, seed=calibration_seed,
                                          turns=calibration_turns, past_end=calibration_past_end,
                                          temperature=calibration_temperature, length=calibration_length,
-                                         texts_out=texts)
+                                         texts_out=texts, progress=progress)
             calibrated_by = "self-written text" if hessians is not None else "none (not a causal LM)"
         except CactusError as exc:  # e.g. no tokenizer: the engine cannot run it, so stay data-free
             if self_calibrate:
