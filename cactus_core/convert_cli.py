@@ -2,10 +2,12 @@
 
 The quantizers live in the ``cactus-quant`` plugin; this command adds what needs
 the engine: checking the architecture first, self-generated calibration for
-GPTQ and CQ's error feedback (CQ4 calibrates on text the model writes itself
-unless ``--no-calibrate``; other CQ widths with ``--calibrate``), loading the result to
-prove it runs, and ``--report``: per-tensor error, bits per weight, file size,
-and KL divergence and perplexity against the float model on held-out text.
+GPTQ and CQ's error feedback (every CQ width calibrates on text the model writes
+itself unless ``--no-calibrate``), loading the result to prove it runs, and
+``--report``: per-tensor error, bits per weight, file size, and KL divergence and
+perplexity against the float model on held-out text.  PyTorch ``.bin`` checkpoints
+are read through torch into a temporary safetensors copy first
+(:mod:`cactus_quant.torch_bin`).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def tensor_errors(src: str, out: str) -> dict[str, float]:
 def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibrate: bool = False,
                 calibration_text: Optional[str] = None, samples: Optional[int] = None, head: str = DEFAULT_HEAD,
                 sensitivity: str = "kl", force: bool = False, progress: bool = True,
-                no_calibrate: bool = False, seed: int = 0) -> dict:
+                no_calibrate: bool = False, seed: int = 0, source_label: Optional[str] = None) -> dict:
     """``cactus convert`` without the argument parsing: calibration tokens and activations,
     measured mixed-precision sensitivity, then the conversion; returns its report.
 
@@ -84,6 +86,14 @@ def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibra
     data-free for encoders) unless ``no_calibrate`` (cactus_quant.calibrate: measured better
     than the 16 texts and stronger damping of the ``calibrate`` path the mixed plans and
     GPTQ take, whose ``samples`` default is 16)."""
+    from cactus_quant.torch_bin import bin_files, safetensors_copy
+
+    if os.path.isfile(os.path.join(src, "config.json")) and bin_files(src):  # .bin weights: from a safetensors copy
+        with safetensors_copy(src) as copy:
+            return run_convert(str(copy), out, bits=bits, method=method, calibrate=calibrate,
+                               calibration_text=calibration_text, samples=samples, head=head,
+                               sensitivity=sensitivity, force=force, progress=progress,
+                               no_calibrate=no_calibrate, seed=seed, source_label=source_label or src)
     from cactus_quant import sensitivity as sens
     from cactus_quant.convert import convert, scheme_name
 
@@ -147,6 +157,7 @@ def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibra
         return convert(src, out, bits=float(bits), method=method, force=force, progress=progress,
                        calibration=calibration, head=head, measure=measure, quantizer=quantizer,
                        calibration_source="calibration text" if calibration_text else "self-written text",
+                       source_label=source_label,
                        self_calibrate=False if no_calibrate else None, **extra)
     finally:
         if bar is not None:
@@ -158,19 +169,27 @@ def _cmd_convert(args) -> int:
         import cactus_quant  # noqa: F401
     except ImportError:
         raise CactusError("cactus convert needs the quantizer plugin: pip install ./quant") from None
-    from .engine import Engine
+    from cactus_quant.torch_bin import safetensors_copy
+
     from .models import model_module
-    from .quality import compare
     from .weights import read_json
 
     model_module(read_json(os.path.join(args.src, "config.json"), "config.json"))  # supported at all?
     if os.path.exists(args.out) and not args.force:
         raise QuantizationError(f"{args.out} already exists; pass --force to overwrite it")
-    source = Engine.load(args.src, context_length=64)  # missing tensors or shapes that do not fit fail here
+    with safetensors_copy(args.src) as src:  # PyTorch .bin weights are read through torch once
+        return _convert_and_report(args, str(src))
+
+
+def _convert_and_report(args, src: str) -> int:
+    from .engine import Engine
+    from .quality import compare
+
+    source = Engine.load(src, context_length=64)  # missing tensors or shapes that do not fit fail here
     del source
-    report = run_convert(args.src, args.out, args.bits, args.method, args.calibrate, args.calibration_text,
+    report = run_convert(src, args.out, args.bits, args.method, args.calibrate, args.calibration_text,
                          args.calibration_samples, args.head, args.sensitivity, args.force, not args.json,
-                         no_calibrate=args.no_calibrate, seed=args.calibration_seed)
+                         no_calibrate=args.no_calibrate, seed=args.calibration_seed, source_label=args.src)
     try:
         quant = Engine.load(args.out)  # the bundle must load and run before we call it done
     except CactusError as exc:
@@ -180,8 +199,8 @@ def _cmd_convert(args) -> int:
         if args.eval_text:
             with open(args.eval_text, encoding="utf-8") as f:
                 text = f.read()
-        report["tensor_rel_error"] = tensor_errors(args.src, args.out)
-        report["quality"] = compare(Engine.load(args.src), quant, text)
+        report["tensor_rel_error"] = tensor_errors(src, args.out)
+        report["quality"] = compare(Engine.load(src), quant, text)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

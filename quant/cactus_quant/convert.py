@@ -38,6 +38,7 @@ from cactus_core.errors import CactusError, QuantizationError
 from cactus_core.formats import BFloat16, QuantizedTensor, to_float32
 
 from .calibrate import DEFAULT_LENGTH, DEFAULT_SAMPLES, DEFAULT_TEMPERATURE, SELF_DAMP
+from .torch_bin import bin_files, safetensors_copy
 
 _DTYPES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16,
@@ -157,6 +158,7 @@ def convert(
     calibration_temperature: float = DEFAULT_TEMPERATURE,
     calibration_length: Optional[int] = None,
     calibration_source: str = "given",
+    source_label: Optional[str] = None,
 ) -> dict:
     """Convert a Hugging Face checkpoint to a quantized bundle; returns a report dict.
 
@@ -180,14 +182,21 @@ def convert(
     ``cactus convert``'s, ``cactus_core.convert_cli.DEFAULT_HEAD``).  ``measure``
     is the mixed-precision sensitivity ``measure(name, bits)`` (e.g. measured KL,
     see :mod:`cactus_quant.sensitivity`); without it the weight-error proxy plans.
+    A checkpoint of PyTorch ``.bin`` weights is converted from a temporary safetensors
+    copy (:mod:`cactus_quant.torch_bin`); ``source_label`` is what the report and the
+    bundle name as the source (default ``src_dir``).
     """
+    if (Path(src_dir) / "config.json").is_file() and bin_files(src_dir):
+        args = dict(locals())
+        with safetensors_copy(src_dir) as copy:
+            return convert(**{**args, "src_dir": copy, "source_label": source_label or str(src_dir)})
     t0 = time.time()
     src, out = Path(src_dir), Path(out_dir)
     if not (src / "config.json").is_file():
         raise QuantizationError(f"{src} is not a Hugging Face checkpoint (no config.json)")
     files = sorted(src.glob("*.safetensors"))
     if not files:
-        raise QuantizationError(f"{src} has no .safetensors weights; convert .bin checkpoints with transformers first")
+        raise QuantizationError(f"{src} has no .safetensors or PyTorch .bin weights")
     if out.exists() and not force:
         raise QuantizationError(f"{out} already exists; pass --force to overwrite it")
     if out.resolve() == src.resolve():
@@ -300,7 +309,7 @@ def convert(
         n_all = sum(a.size for _, a in tensors.values())
         report = {
             "scheme": scheme,
-            "source": str(src),
+            "source": source_label or str(src),
             "output": str(out),
             "tensors_quantized": len(targets),
             "tensors_kept": len(tensors) - len(targets) - len(heads),
@@ -324,7 +333,7 @@ def convert(
                 report["coarse_groups"] = sorted(quantizer.coarse_plan)
         cactus = {
             "format_version": 1,
-            "source": str(src),
+            "source": source_label or str(src),
             "quantization": {"scheme": scheme, "bits_per_weight": report["bits_per_weight"], "head": head,
                              "tensors": manifest},
         }
