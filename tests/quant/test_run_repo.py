@@ -122,3 +122,35 @@ def test_run_unknown_repo_on_hub_is_one_line(hub, tmp_path):
                CACTUS_CACHE=str(tmp_path / "c"), HF_HUB_OFFLINE="0")
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "tiny-org/missing" in p.stderr
+
+
+def test_run_repo_with_only_pytorch_bin_weights(hub, tmp_path):
+    """Older repositories hold `pytorch_model.bin`: it is downloaded when there are no
+    safetensors, read through torch and converted like any other checkpoint."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    saved = dict(FakeHub.files)
+    state = load_file(served_weights(saved, tmp_path))
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    FakeHub.files = {n: b for n, b in saved.items() if not n.endswith(".safetensors")}
+    FakeHub.files["pytorch_model.bin"] = (tmp_path / "pytorch_model.bin").read_bytes()
+    try:
+        env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "CACTUS_CACHE": str(tmp_path / "cactus"),
+               "HF_HUB_OFFLINE": "0", "HF_HUB_DISABLE_XET": "1"}
+        FakeHub.requests.clear()
+        run = cactus("run", REPO, "-p", "hi", "--max-tokens", "3", "--backend", "numpy_ref", "--json", **env)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["success"]
+        assert any(r.endswith("/pytorch_model.bin") for r in FakeHub.requests if r.startswith("GET"))
+        bundle = tmp_path / "cactus" / "bundles" / f"{REPO.replace('/', '--')}--main--cq4"
+        assert json.loads((bundle / "cactus.json").read_text())["quantization"]["scheme"] == "cq4"
+    finally:
+        FakeHub.files = saved
+
+
+def served_weights(files: dict[str, bytes], tmp_path: Path) -> Path:
+    """The served model.safetensors, written where torch can read it back."""
+    path = tmp_path / "served.safetensors"
+    path.write_bytes(files["model.safetensors"])
+    return path
