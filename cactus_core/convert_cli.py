@@ -88,7 +88,7 @@ def run_convert(src: str, out: str, bits: str = "4", method: str = "cq", calibra
     GPTQ take, whose ``samples`` default is 16)."""
     from cactus_quant.torch_bin import bin_files, safetensors_copy
 
-    if os.path.isfile(os.path.join(src, "config.json")) and bin_files(src):  # .bin weights: from a safetensors copy
+    if bin_files(src):  # PyTorch .bin weights: convert from a safetensors copy
         with safetensors_copy(src) as copy:
             return run_convert(str(copy), out, bits=bits, method=method, calibrate=calibrate,
                                calibration_text=calibration_text, samples=samples, head=head,

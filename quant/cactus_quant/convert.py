@@ -186,7 +186,7 @@ def convert(
     copy (:mod:`cactus_quant.torch_bin`); ``source_label`` is what the report and the
     bundle name as the source (default ``src_dir``).
     """
-    if (Path(src_dir) / "config.json").is_file() and bin_files(src_dir):
+    if bin_files(src_dir):
         args = dict(locals())
         with safetensors_copy(src_dir) as copy:
             return convert(**{**args, "src_dir": copy, "source_label": source_label or str(src_dir)})

@@ -26,9 +26,10 @@ NOT_WEIGHTS = frozenset({"training_args.bin", "optimizer.bin", "scheduler.bin", 
 
 
 def bin_files(src: str | os.PathLike) -> list[Path]:
-    """The PyTorch weight files of a checkpoint that has no safetensors ([] if it has them)."""
+    """The PyTorch weight files of a checkpoint that has no safetensors ([] if it has them,
+    or is no checkpoint at all: the usual errors say what is missing)."""
     src = Path(src)
-    if not src.is_dir() or any(src.glob("*.safetensors")):
+    if not (src / "config.json").is_file() or any(src.glob("*.safetensors")):
         return []
     index = src / "pytorch_model.bin.index.json"
     if index.is_file():

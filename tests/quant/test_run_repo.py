@@ -82,9 +82,14 @@ def cactus(*args, **env):
                           timeout=300, env={**os.environ, "CACTUS_LOAD_PLUGINS": "quant", **env})
 
 
+def hub_env(hub: str, tmp_path: Path) -> dict[str, str]:
+    """The hub at ``hub`` through HF_ENDPOINT, with caches of this test's own."""
+    return {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "CACTUS_CACHE": str(tmp_path / "cactus"),
+            "HF_HUB_OFFLINE": "0", "HF_HUB_DISABLE_XET": "1"}
+
+
 def test_run_repo_id_downloads_converts_once_then_reuses(hub, tmp_path):
-    env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "CACTUS_CACHE": str(tmp_path / "cactus"),
-           "HF_HUB_OFFLINE": "0", "HF_HUB_DISABLE_XET": "1"}
+    env = hub_env(hub, tmp_path)
     FakeHub.requests.clear()
     first = cactus("run", REPO, "-p", "hi", "--max-tokens", "3", "--backend", "numpy_ref", "--json", **env)
     assert first.returncode == 0, first.stderr
@@ -128,18 +133,17 @@ def test_run_repo_with_only_pytorch_bin_weights(hub, tmp_path):
     """Older repositories hold `pytorch_model.bin`: it is downloaded when there are no
     safetensors, read through torch and converted like any other checkpoint."""
     torch = pytest.importorskip("torch")
-    from safetensors.torch import load_file
+    from safetensors.torch import load
 
     saved = dict(FakeHub.files)
-    state = load_file(served_weights(saved, tmp_path))
+    state = load(saved["model.safetensors"])
     torch.save(state, tmp_path / "pytorch_model.bin")
     FakeHub.files = {n: b for n, b in saved.items() if not n.endswith(".safetensors")}
     FakeHub.files["pytorch_model.bin"] = (tmp_path / "pytorch_model.bin").read_bytes()
     try:
-        env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "CACTUS_CACHE": str(tmp_path / "cactus"),
-               "HF_HUB_OFFLINE": "0", "HF_HUB_DISABLE_XET": "1"}
         FakeHub.requests.clear()
-        run = cactus("run", REPO, "-p", "hi", "--max-tokens", "3", "--backend", "numpy_ref", "--json", **env)
+        run = cactus("run", REPO, "-p", "hi", "--max-tokens", "3", "--backend", "numpy_ref", "--json",
+                     **hub_env(hub, tmp_path))
         assert run.returncode == 0, run.stderr
         assert json.loads(run.stdout)["success"]
         assert any(r.endswith("/pytorch_model.bin") for r in FakeHub.requests if r.startswith("GET"))
@@ -148,9 +152,3 @@ def test_run_repo_with_only_pytorch_bin_weights(hub, tmp_path):
     finally:
         FakeHub.files = saved
 
-
-def served_weights(files: dict[str, bytes], tmp_path: Path) -> Path:
-    """The served model.safetensors, written where torch can read it back."""
-    path = tmp_path / "served.safetensors"
-    path.write_bytes(files["model.safetensors"])
-    return path
