@@ -72,7 +72,7 @@ def _int8_emulation(x, w, bias):
 # half a 64-code chunk, and 80 inputs are 20 codes), the cq6 / cq5 heads (6- and 5-bit codes of
 # scalars: a group of 128 is two chunks, 80 a chunk and a quarter), CQ4 since session 12 (4-bit
 # codes of scalars, x laid out as for 2-vectors: 80 inputs are 40 code bytes, a step and a quarter)
-LAYOUTS = [(8, 2), (6, 2), (8, 4), (6, 1), (5, 1), (4, 1)]
+LAYOUTS = [(8, 2), (6, 2), (8, 4), (6, 4), (6, 1), (5, 1), (4, 1)]
 
 
 def _needs_kernel(backend, bits, d):
@@ -215,7 +215,10 @@ def test_setting_from_argument_and_environment(neon_backend_class, monkeypatch):
     monkeypatch.delenv("CACTUS_INT8_ACT", raising=False)
     assert neon_backend_class().int8_activations is None  # auto
     assert ("int8 CQ decode" in neon_backend_class().describe()) == (level == 2)
-    assert ("int8 CQ4 decode" in neon_backend_class().describe()) == (level < 2 and cq4 == 2)
+    cq3 = load_kernels().lib.cn_cq_i8_kernel(6, 2)  # CQ3: AVX2 has it (64 entries: four pshufb)
+    assert cq3 >= level
+    assert ("int8 CQ4/CQ3 decode" in neon_backend_class().describe()) == (level < 2 and cq3 == 2)
+    assert ("int8 CQ4 decode" in neon_backend_class().describe()) == (level < 2 and cq4 == 2 and cq3 < 2)
     monkeypatch.setenv("CACTUS_INT8_ACT", "0")
     assert "int8" not in neon_backend_class().describe()
     assert neon_backend_class(int8_activations=True).int8_activations is True  # the argument wins

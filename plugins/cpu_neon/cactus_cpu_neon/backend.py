@@ -264,8 +264,10 @@ class NeonBackend(BlockOps, Backend):
         """One line for reports: instruction path and threads."""
         path = "native NEON" if self.native_neon else "NEON via SIMDe"
         threads = f"{self.threads} threads, {self.threading}" if self.threading != "none" else "1 thread"
-        # every CQ layout, or (AVX2 without VBMI) only scalar codes: CQ4's 4 bits and its widened 5 and 6
-        i8 = "int8 CQ decode" if self._int8_for(8, 2) else "int8 CQ4 decode" if self._int8_for(4, 1) else ""
+        # every CQ layout, or (AVX2 without VBMI) scalar codes (CQ4's 4 bits and its widened 5 and 6)
+        # and CQ3's 6-bit 2-vectors: not the 8-bit codes of CQ2
+        i8 = ("int8 CQ decode" if self._int8_for(8, 2) else "int8 CQ4/CQ3 decode" if self._int8_for(6, 2)
+              else "int8 CQ4 decode" if self._int8_for(4, 1) else "")
         fast = [name for name, on in ((i8, bool(i8)), ("bf16 CQ prefill", self.bf16_prefill)) if on]
         return f"cpu_neon ({path}, {', '.join([threads] + fast)})"
 

@@ -1,10 +1,11 @@
 /* CQ4 decode (4-bit codes of scalars: the 16-level Lloyd-Max codebook), its
  * widened tensors' and the cq5 / cq6 heads' (5- and 6-bit codes of scalars)
- * with int8 activations on AVX2, for x86 without AVX-512 VBMI.
+ * and CQ3's (6-bit codes of 2-vectors) with int8 activations on AVX2, for x86
+ * without AVX-512 VBMI.
  *
  * cq_i8.c has the design.  Without VBMI, x86's only byte table lookup is
- * pshufb's 16 entries: too few for CQ3's 64 or the 256 of 2-vector codes,
- * exactly enough for 4-bit codes.  A 32-byte load holds 64 codes, the low
+ * pshufb's 16 entries: exactly enough for 4-bit codes; 64 entries (6-bit
+ * codes) take four lookups and three blends, and 256 (8-bit codes) too many.  A 32-byte load holds 64 codes, the low
  * nibbles the even inputs' and the high nibbles the odd inputs'; x's int8
  * layout (cn_cq_i8_xdim) keeps even and odd inputs apart, so each nibble
  * plane meets its x with no shuffle.  64 weights cost two masks, a shift,
@@ -31,7 +32,9 @@
 #if !CN_NATIVE && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include "avx2_common.h"
 
-int cn_cq_i8_avx2_usable(int bits, int d) { return (bits == 4 || bits == 5 || bits == 6) && d == 1; }
+int cn_cq_i8_avx2_usable(int bits, int d) {
+    return ((bits == 4 || bits == 5 || bits == 6) && d == 1) || (bits == 6 && d == 2);
+}
 
 /* Prefetch distances, as in cq_vbmi.c (docs/cpu_neon.md, Sessions 7 and 9). */
 #define PF_L1 4096
@@ -216,7 +219,64 @@ static void rows5(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
     }
 }
 
+/* ---- 6-bit codes of 2-vectors (CQ3) ----------------------------------------
+ *
+ * Each component's 64 entries are four pshufb tables, as for
+ * the cq6 head, and x is laid out per component (cn_cq_i8_xdim 2), so the 32 codes of a step
+ * give 32 weights of each component that meet 32 contiguous bytes of x.  64 weights cost the
+ * 6-bit unpack, three compares, two 64-entry lookups (four pshufb and three blends each), and
+ * abs, sign, pmaddubsw and pmaddwd per component.  (The 256 entries of 8-bit codes, CQ2's and
+ * the old CQ4's, are too many for pshufb; one vpgatherdd of eight codes' packed components was
+ * measured at 3.1-3.4 GB/s of codes on two Zen 3 cores, below the exact kernel's 4.2-5.1, so
+ * those stay exact here: docs/cpu_neon.md, "Session 17".) */
+static void rows_v6x2(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    /* Each table's entries XORed with the previous one's: for a code in [16 j, 16 j + 16) the
+     * lookups of tables 0..j are in range and XOR to entry j's value; those of later tables see
+     * a negative index (code - 16 k), which pshufb reads as 0.  No masks, no blends. */
+    __m256i t[2][4];
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 4; k++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(a->cbq + 64 * e + 16 * k));
+            if (k) v = _mm_xor_si128(v, _mm_loadu_si128((const __m128i *)(a->cbq + 64 * e + 16 * (k - 1))));
+            t[e][k] = _mm256_broadcastsi128_si256(v);
+        }
+    const int64_t ng = a->K / a->group, C = a->group / 2, codes = a->K / 2; /* codes per group, per row */
+    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *row = a->codes + n * a->stride;
+        const uint16_t *sc = a->scales + n * ng;
+        __m256 tot = _mm256_setzero_ps();
+        for (int64_t g = 0; g < ng; g++) {
+            __m256i acc = _mm256_setzero_si256();
+            _mm_prefetch((const char *)(row + 3 * g * C / 4 + PF_L1), _MM_HINT_T0);
+            _mm_prefetch((const char *)(row + 3 * g * C / 4 + PF_L2), _MM_HINT_T1);
+            for (int64_t c = 0; c < C; c += 32) {
+                const int64_t v = g * C + c, count = CN_MIN(32, C - c);
+                const __m256i i0 = count == 32 ? avx2_codes6x32(row, v, v + 32 >= codes)
+                                               : avx2_codes6_short(row, v, count);
+                const __m256i i1 = _mm256_sub_epi8(i0, sixteen), i2 = _mm256_sub_epi8(i1, sixteen);
+                const __m256i i3 = _mm256_sub_epi8(i2, sixteen);
+                const int8_t *x = a->xq + (g * a->nch + c / 64) * 128 + c % 64; /* component e at x + 64 e */
+                for (int e = 0; e < 2; e++) {
+                    const __m256i w = _mm256_xor_si256(
+                        _mm256_xor_si256(_mm256_shuffle_epi8(t[e][0], i0), _mm256_shuffle_epi8(t[e][1], i1)),
+                        _mm256_xor_si256(_mm256_shuffle_epi8(t[e][2], i2), _mm256_shuffle_epi8(t[e][3], i3)));
+                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(x + 64 * e));
+                    const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+                }
+            }
+            tot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(_cvtsh_ss(sc[g]) * a->xf[g]), tot);
+        }
+        a->y[n] = hsum8(tot) + (a->bias ? a->bias[n] : 0.0f);
+    }
+}
+
 void cn_cq_i8_avx2_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    if (a->d == 2) {
+        rows_v6x2(a, n0, n1);
+        return;
+    }
     if (a->bits == 5) {
         rows5(a, n0, n1);
         return;

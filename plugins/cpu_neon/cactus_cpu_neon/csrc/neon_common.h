@@ -234,8 +234,8 @@ CN_INLINE int cn_cq_i8_layout(int bits, int d, int64_t group, int64_t K) {
     return cn_cq_i8_codes(bits, d) && group >= run && group % run == 0 && K % group == 0;
 }
 int cn_cq_i8_avx512_usable(int bits, int d);
-/* 4- and 6-bit codes of scalars (CQ4, the cq6 head) on AVX2 without AVX-512
- * VBMI (cq_i8_avx2.c); CQ4's int8 codebook is at most 63 in magnitude
+/* 4-, 5- and 6-bit codes of scalars (CQ4, the cq6 / cq5 heads) and 6-bit codes
+ * of 2-vectors (CQ3) on AVX2 without AVX-512 VBMI (cq_i8_avx2.c); CQ4's int8 codebook is at most 63 in magnitude
  * (cn_cq_i8_cb_limit). */
 int cn_cq_i8_avx2_usable(int bits, int d);
 void cn_cq_i8_avx2_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1);
