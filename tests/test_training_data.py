@@ -197,9 +197,78 @@ def test_phrase_and_context_drills_change_only_training(tmp_path):
     assert with_phrase > 20 and with_clause > 100
 
 
+def _all_splits(path: Path, **kw) -> dict[str, bytes]:
+    datagen.generate(path, seed=3, n_train=400, n_val=120, noise=0.5, phrase=0.5, context=0.3, front=0.3,
+                     compose=0.35, **kw)
+    return {s: (path / f"{s}.jsonl").read_bytes() for s in ("train", "val", "test")}
+
+
+def test_drill_off_gives_byte_identical_data_without_a_draw(tmp_path, monkeypatch):
+    """--drill 0 (the default) is the data of before, byte for byte, in every split: the
+    drill's generator is never called and no random number is drawn for it."""
+    before = _all_splits(tmp_path / "before")
+
+    def boom(*a, **k):
+        raise AssertionError("drill drawn while off")
+
+    monkeypatch.setattr(datagen, "drill_conversation", boom)
+    assert _all_splits(tmp_path / "zero", drill=0.0) == before
+    assert _all_splits(tmp_path / "none", drill=0.0, drill_style="none") == before
+
+
+@pytest.mark.parametrize("style", ["names", "none"])
+def test_drill_rows_are_schema_free_valid_calls(tmp_path, style):
+    """Drill rows hold no tool schemas, only request -> call exchanges whose calls match the
+    schemas; trained text is still the assistant's alone, and a larger share of the row."""
+    from training.dataset import _conv_text
+    off, on = _all_splits(tmp_path / "off"), _all_splits(tmp_path / "on", drill=0.5, drill_style=style)
+    assert on["val"] == off["val"] and on["test"] == off["test"]
+    assert on["train"] != off["train"]
+    convs = [json.loads(line) for line in on["train"].decode().splitlines()]
+    drills = [c for c in convs if c.get("drill")]
+    assert 0.4 < len(drills) / len(convs) < 0.6, len(drills)
+    assert not any(c.get("drill") for s in ("val", "test") for c in map(json.loads, on[s].decode().splitlines()))
+    share = {}
+    for kind, rows in (("drill", drills), ("plain", [c for c in convs if not c.get("drill")])):
+        trained = total = 0
+        for c in rows:
+            text, spans = _conv_text(c)
+            for a, b in spans:  # trained spans are assistant turns, never a prompt or a tool result
+                assert text[a - len("<|im_start|>assistant\n"):a] == "<|im_start|>assistant\n"
+                assert "<|im_start|>" not in text[a:b] and text[a:b].endswith("<|im_end|>")
+            trained += sum(b - a for a, b in spans)
+            total += len(text)
+        share[kind] = trained / total
+    assert share["drill"] > 2.5 * share["plain"], share
+    for c in drills:
+        assert c["tools"] == [] and c["category"] in ("single", "multi")
+        text, _ = _conv_text(c)
+        assert "# Tools" not in text and '"parameters"' not in text
+        msgs, calls = c["messages"], _calls(c)
+        assert calls and sorted({call["name"] for call in calls}) == sorted({n for m in msgs
+                                                                            for n in _names(m)})
+        if style == "names":
+            assert msgs[0]["role"] == "system" and msgs[0]["content"].startswith("Tools: ")
+            offered = set(msgs[0]["content"][len("Tools: "):-1].split(", "))
+            assert {call["name"] for call in calls} <= offered <= set(TOOLS)
+        else:
+            assert all(m["role"] != "system" for m in msgs)
+        for i, m in enumerate(msgs):
+            if m.get("tool_calls"):
+                assert msgs[i - 1]["role"] == "user"
+        for call in calls:
+            params = TOOLS[call["name"]]["function"]["parameters"]
+            assert set(params["required"]) <= set(call["arguments"]) <= set(params["properties"]), call
+
+
+def _names(m: dict) -> list[str]:
+    return [tc["function"]["name"] for tc in m.get("tool_calls") or []]
+
+
 def test_train_cli_rejects_bad_shares():
     from training import train
-    for bad in (["--mix", "0.5,0.5"], ["--turns", "a,b,c"], ["--mix", "0,0,0,0,0"]):
+    for bad in (["--mix", "0.5,0.5"], ["--turns", "a,b,c"], ["--mix", "0,0,0,0,0"], ["--drill", "1.5"],
+                ["--drill", "x"], ["--drill-style", "schemas"]):
         with pytest.raises(SystemExit):
             train.main(["--out", "/nonexistent", *bad])
 

@@ -188,6 +188,76 @@ def test_validation_and_test_use_only_held_out_material(tmp_path, monkeypatch):
     assert (tmp_path / "a" / "train.jsonl").read_text() != (tmp_path / "b" / "train.jsonl").read_text()
 
 
+def test_drill_rows_come_only_from_training_lists(tmp_path, monkeypatch):
+    """Structure-only drills (--drill) are drawn with the training split's lists and
+    structures alone: every pattern they realise is a training one, no held-out-only name
+    reaches them, and validation and test (the published split too) stay byte for byte."""
+    import hashlib
+    from training import compose
+    seen = {"drill": 0, "splits": set(), "patterns": set(), "composed": 0}
+    inside = {"on": False}
+    drill, fill, realize, cfill = datagen.drill_conversation, intents.fill, intents.realize, compose.fill
+
+    def recording_drill(rng, L, split):
+        seen["drill"] += 1
+        seen["splits"].add(split)
+        inside["on"] = True
+        try:
+            return drill(rng, L, split)
+        finally:
+            inside["on"] = False
+
+    def recording_fill(intent, rng, L, split):
+        if inside["on"]:
+            seen["splits"].add(split)
+            assert L is lists_by_split["train"], "a drill drew from a held-out split's lists"
+        return fill(intent, rng, L, split)
+
+    def recording_realize(pattern, rng, **kw):
+        if inside["on"]:
+            seen["patterns"].add(pattern)
+        return realize(pattern, rng, **kw)
+
+    def recording_compose(intent, rng, L, **kw):
+        if inside["on"]:
+            seen["composed"] += 1
+            assert L is lists_by_split["train"]
+        return cfill(intent, rng, L, **kw)
+
+    lists_by_split = {}
+    real_split_lists = datagen.split_lists
+
+    def capture():
+        lists_by_split.update(real_split_lists())
+        return lists_by_split
+
+    monkeypatch.setattr(datagen, "split_lists", capture)
+    monkeypatch.setattr(datagen, "drill_conversation", recording_drill)
+    monkeypatch.setattr(datagen, "fill", recording_fill)
+    monkeypatch.setattr(intents, "realize", recording_realize)
+    monkeypatch.setattr(compose, "fill", recording_compose)
+    kw = dict(seed=0, n_train=500, n_val=300, noise=0.5, front=0.3, context=0.3, phrase=0.5, compose=0.3)
+    datagen.generate(tmp_path / "on", drill=0.6, **kw)
+    assert seen["drill"] > 200 and seen["splits"] == {"train"} and seen["composed"] > 20
+    train_patterns = {_text(p) for tool in TOOLS for p in intents.templates_for(tool, "train")}
+    held = {_text(p) for tool in TOOLS for s in ("val", "test") for p in intents.templates_for(tool, s)}
+    assert seen["patterns"] and seen["patterns"] <= train_patterns, sorted(seen["patterns"] - train_patterns)[:3]
+    assert not seen["patterns"] & held
+    lists = split_lists()
+    held_names = {x for s in ("val", "test") for k in ("first_names", "surnames", "cities", "streets")
+                  for x in lists[s][k]} - {x for k in ("first_names", "surnames", "cities", "streets")
+                                           for x in lists["train"][k]}
+    drills = [c for c in map(json.loads, open(tmp_path / "on" / "train.jsonl")) if c.get("drill")]
+    words = {w.strip(".,!?;:'\"") for c in drills for m in c["messages"] if m["role"] == "user"
+             for w in m["content"].split()}
+    assert not words & held_names, sorted(words & held_names)[:5]
+    datagen.generate(tmp_path / "off", **kw)
+    for split in ("val", "test"):
+        assert (tmp_path / "on" / f"{split}.jsonl").read_bytes() == (tmp_path / "off" / f"{split}.jsonl").read_bytes()
+    datagen.generate(tmp_path / "pub", seed=0, n_train=10, n_val=10, drill=1.0)
+    assert hashlib.sha256((tmp_path / "pub" / "test.jsonl").read_bytes()).hexdigest() == PUBLISHED_TEST_SHA256
+
+
 # --- span-boundary and negation material (train_patterns.BOUNDARY / NEGATION, train_entities) ---
 
 from training.train_entities import STRESS, STRESS_ITEMS  # noqa: E402

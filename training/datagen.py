@@ -188,8 +188,46 @@ def _oos_exchange(rng: random.Random, L: dict, split: str) -> list[dict]:
     return msgs
 
 
+DRILL_STYLES = ("names", "none")
+
+
+def drill_conversation(rng: random.Random, L: dict, split: str) -> dict:
+    """A structure-only drill (``--drill``, training only): 1-3 single- or multi-call
+    exchanges with no tool schemas in the prompt, so the step's tokens go to requests and
+    the calls' argument spans instead of to re-reading schemas. With style "names" a short
+    system line names the offered tools (the needed ones and distractors, shuffled); with
+    "none" there is no system block at all. Requests, values and calls come from the same
+    generators and lists as any training exchange (``_tool_exchange`` with the training
+    lists), so a drill row is an ordinary training exchange with its schemas left out.
+    """
+    if split != "train":
+        raise ValueError("drill rows are training data only")
+    n = rng.choices([1, 2, 3], L.get("_turns") or TURNS)[0]
+    mix = L.get("_mix") or MIX
+    names = list(TOOLS)
+    plan: list[tuple[str, list[str]]] = []
+    for _ in range(n):
+        if rng.choices(("single", "multi"), mix[:2])[0] == "single":
+            plan.append(("single", [rng.choice(names)]))
+        else:
+            plan.append(("multi", rng.sample(names, rng.choices([2, 3], [1 - TRAIN_THREE_SHARE, TRAIN_THREE_SHARE])[0])))
+    msgs: list[dict] = []
+    if L.get("_drill_style", "names") == "names":
+        needed = list(dict.fromkeys(t for _, p in plan for t in p))
+        pool = [t for t in names if t not in needed]
+        extra = max(0, rng.randint(min(max(len(needed), 2), 5), 5) - len(needed))
+        offered = needed + rng.sample(pool, min(extra, len(pool)))
+        rng.shuffle(offered)
+        msgs.append({"role": "system", "content": "Tools: " + ", ".join(offered) + "."})
+    for _, p in plan:
+        msgs += _tool_exchange(p, rng, L, split)
+    return {"messages": msgs, "tools": [], "category": plan[-1][0], "needs": plan[-1][1], "drill": True}
+
+
 def conversation(rng: random.Random, L: dict, split: str, last: str | None = None) -> dict:
     """One conversation of 1-3 exchanges; `last` forces the category of the final one."""
+    if L.get("_drill") and rng.random() < L["_drill"]:  # training only; no draw when off
+        return drill_conversation(rng, L, split)
     n = rng.choices([1, 2, 3], L.get("_turns") or TURNS)[0]
     kinds = [rng.choices(CATEGORIES, L.get("_mix") or MIX)[0] for _ in range(n)]
     if last:
@@ -259,7 +297,8 @@ EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 
 def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6, front: float = 0.0,
              noise: float = 0.0, mix: tuple | None = None, turns: tuple | None = None,
              token_words: list[str] | None = None, phrase: float = 0.0, context: float = 0.0,
-             stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0) -> dict:
+             stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0, drill: float = 0.0,
+             drill_style: str = "names") -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
@@ -271,7 +310,12 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
     validation (0.6, the published split; 0 draws validation like test, e.g. for a probe).
     compose: share of training single- and multi-call requests given a composed structure
     (compose.py) instead of a pattern; 0 (default) makes no draw, so all splits stay as before.
+    drill: share of training conversations that are structure-only drills (drill_conversation:
+    request -> call exchanges without the tool schemas; drill_style "names" or "none"); 0
+    (default) makes no draw, and validation and test never get one.
     """
+    if drill_style not in DRILL_STYLES:
+        raise ValueError(f"drill_style must be one of {DRILL_STYLES}, got {drill_style!r}")
     out.mkdir(parents=True, exist_ok=True)
     lists = split_lists()
     draws = legacy_oos_draws()
@@ -288,6 +332,8 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         lists[s]["_context"] = context if s == "train" else 0.0  # a clause before the request
         lists[s]["_compose"] = compose if s == "train" else 0.0  # composed structures (compose.py)
         lists[s]["_stress"] = stress if s == "train" else 0.0  # boundary-stress values (train_entities.py)
+        lists[s]["_drill"] = drill if s == "train" else 0.0  # schema-free request -> call drills
+        lists[s]["_drill_style"] = drill_style
         lists[s]["_mix"] = mix if s == "train" else None
         lists[s]["_turns"] = turns if s == "train" else None
         lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"
@@ -315,6 +361,8 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         for c in convs:
             cats[c["category"]] = cats.get(c["category"], 0) + 1
         stats[split] = {"conversations": len(convs), "last_category": cats}
+        if drill and split == "train":
+            stats[split]["drill"] = sum(1 for c in convs if c.get("drill"))
     return stats
 
 

@@ -11,8 +11,19 @@
 # on the seed-0 validation split of SOUP_VAL (800) conversations with training.evaluate's
 # --limit (at most a fifth per category: 625 of them at 800; soup/val_eval.json) and always
 # kept: a checkpoint is two files, so KEEP 2 leaves room for it. It adds about 90 s.
+# With SOUP_BASELINE=DIR as well, that checkpoint is scored on the very same seed-0 validation
+# conversations, on the device, while the runs train (baseline0/val_eval.json), so the soup
+# is compared with it like for like (same data, same dtype, same batches).
 set -uo pipefail
 outdir=$1; keep=$2; shift 2
+base0_pid=""
+if [ -n "${SOUP:-}" ] && [ -n "${SOUP_BASELINE:-}" ]; then
+    mkdir -p "$outdir/baseline0"; base0_tmp=$(mktemp -d)
+    (python -m training.datagen --out "$base0_tmp/data0" --seed 0 --train 10 --val "${SOUP_VAL:-800}" > /dev/null &&
+        python -m training.evaluate --model "$SOUP_BASELINE" --data "$base0_tmp/data0" --split val \
+            --limit "${SOUP_VAL:-800}" --out "$outdir/baseline0/val_eval.json" > "$outdir/baseline0/eval.log" 2>&1) &
+    base0_pid=$!
+fi
 gpu=0
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || true
 [ "${ngpu:-0}" -ge 1 ] || ngpu=1
@@ -27,6 +38,7 @@ for spec in "$@"; do
 done
 wait
 if [ -n "${SOUP:-}" ]; then
+    [ -n "$base0_pid" ] && echo "$SOUP_BASELINE" > "$outdir/baseline0/model.txt"
     members=(); soup_tmp=$(mktemp -d); n_val=${SOUP_VAL:-800}
     mkdir -p "$outdir/soup"
     for d in "$outdir"/*/; do
@@ -56,8 +68,8 @@ for d in sorted(p for p in out.iterdir() if p.is_dir()):
     except (OSError, KeyError, ValueError):
         score[d.name] = -1
 ranked = sorted(score, key=score.get, reverse=True)
-print("validation exact:", {k: score[k] for k in ranked}, "(soup: the seed-0 draw, the rest their own)")
-for name in [n for n in ranked if n != "soup"][keep:]:
+print("validation exact:", {k: score[k] for k in ranked}, "(soup, baseline0: the seed-0 draw, the rest their own)")
+for name in [n for n in ranked if n not in ("soup", "baseline0")][keep:]:
     for part in (out / name).glob("model.tgz.part-*"):
         part.unlink()
 (out / "ranking.json").write_text(json.dumps({k: score[k] for k in ranked}))

@@ -201,6 +201,17 @@ def _shares(text: str) -> tuple[float, ...]:
     return vals
 
 
+def _share(text: str) -> float:
+    """A share in [0, 1] (argparse type)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"a share must lie in [0, 1]: {text!r}")
+    return v
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="train the default model end to end")
     ap.add_argument("--seed", type=int, default=0)
@@ -238,6 +249,11 @@ def main(argv=None) -> None:
                     help="share of training requests after a clause that carries no argument")
     ap.add_argument("--compose", type=float, default=0.0,
                     help="share of training tool requests built compositionally (training/compose.py) instead of from a pattern")
+    ap.add_argument("--drill", type=_share, default=0.0,
+                    help="share of training conversations that are structure-only drills: request -> call "
+                         "exchanges without the tool schemas (datagen.drill_conversation)")
+    ap.add_argument("--drill-style", choices=("names", "none"), default="names",
+                    help="drill prompt: a one-line system message naming the offered tools, or no system block")
     ap.add_argument("--mix", type=_shares, default=None,
                     help="training shares of single,multi,oos,missing,chat exchanges (default 0.40,0.22,0.10,0.10,0.18)")
     ap.add_argument("--turns", type=_shares, default=None,
@@ -281,7 +297,8 @@ def main(argv=None) -> None:
                      and len(p.lstrip("Ġ")) >= 2})
     stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None,
                              front=args.front, noise=args.noise, synth=args.synth, mix=args.mix, turns=args.turns,
-                             phrase=args.phrase, context=args.context, compose=args.compose)
+                             phrase=args.phrase, context=args.context, compose=args.compose,
+                             drill=args.drill, drill_style=args.drill_style)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len)
