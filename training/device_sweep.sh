@@ -14,6 +14,10 @@
 # With SOUP_BASELINE=DIR as well, that checkpoint is scored on the very same seed-0 validation
 # conversations, on the device, while the runs train (baseline0/val_eval.json), so the soup
 # is compared with it like for like (same data, same dtype, same batches).
+# With SOUP_MEMBERS=1 every member is scored on those conversations too (NAME/val0_eval.json;
+# the ranking uses it for runs without their own val_eval.json, e.g. with --val-eval 0).
+# A member trained earlier joins the soup when its model.tgz.part-* are placed in
+# OUTDIR/NAME/ before the sweep starts.
 set -uo pipefail
 outdir=$1; keep=$2; shift 2
 base0_pid=""
@@ -51,8 +55,16 @@ if [ -n "${SOUP:-}" ]; then
     done
     if python -m training.soup --out "$soup_tmp/soup" "${members[@]}" > "$outdir/soup/soup.log" 2>&1; then
         python -m training.datagen --out "$soup_tmp/data0" --seed 0 --train 10 --val "$n_val" > /dev/null
+        if [ -n "${SOUP_MEMBERS:-}" ]; then  # each member on the soup's conversations too, alongside it
+            for m in "${members[@]}"; do
+                name=$(basename "$(dirname "$m")")
+                python -m training.evaluate --model "$m" --data "$soup_tmp/data0" --split val \
+                    --limit "$n_val" --out "$outdir/$name/val0_eval.json" > /dev/null &
+            done
+        fi
         python -m training.evaluate --model "$soup_tmp/soup/model" --data "$soup_tmp/data0" --split val \
             --limit "$n_val" --out "$outdir/soup/val_eval.json" > /dev/null
+        wait
         tar -C "$soup_tmp/soup" -czf - model | split -b 12M - "$outdir/soup/model.tgz.part-"
     fi
     rm -rf "$soup_tmp"
@@ -63,7 +75,8 @@ out, keep = pathlib.Path(sys.argv[1]), int(sys.argv[2])
 score = {}
 for d in sorted(p for p in out.iterdir() if p.is_dir()):
     try:
-        ev = json.loads((d / "val_eval.json").read_text())["by_category"]
+        f = d / "val_eval.json"
+        ev = json.loads((f if f.exists() else d / "val0_eval.json").read_text())["by_category"]
         score[d.name] = sum(c["exact"] for c in ev.values())
     except (OSError, KeyError, ValueError):
         score[d.name] = -1
