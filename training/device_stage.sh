@@ -32,5 +32,6 @@ if [ -n "${TEST0:-}" ]; then  # also score the published test split (seed 0, doc
             --out "$outdir"/baseline_test0.json > /dev/null
     fi
 fi
-cp "$run"/train_log.jsonl "$run"/eval.json "$run"/val_eval.json "$run"/loss.png "$outdir"/
+cp "$run"/train_log.jsonl "$run"/eval.json "$run"/loss.png "$outdir"/
+[ -e "$run"/val_eval.json ] && cp "$run"/val_eval.json "$outdir"/  # absent with --val-eval 0
 tar -C "$run" -czf - model | split -b 12M - "$outdir"/model.tgz.part-
