@@ -294,6 +294,9 @@ def main(argv=None) -> None:
     ap.add_argument("--drill", type=_share, default=0.0,
                     help="share of training conversations that are structure-only drills: request -> call "
                          "exchanges without the tool schemas (datagen.drill_conversation)")
+    ap.add_argument("--casefold", type=_share, default=0.0,
+                    help="share of training tool requests that say one copied lower-case value capitalised "
+                         "(datagen.casefold_drill; the call keeps its form)")
     ap.add_argument("--drill-style", choices=("names", "none"), default="names",
                     help="drill prompt: a one-line system message naming the offered tools, or no system block")
     ap.add_argument("--mix", type=_shares, default=None,
@@ -340,7 +343,7 @@ def main(argv=None) -> None:
     stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None,
                              front=args.front, noise=args.noise, synth=args.synth, mix=args.mix, turns=args.turns,
                              phrase=args.phrase, context=args.context, compose=args.compose,
-                             drill=args.drill, drill_style=args.drill_style)
+                             drill=args.drill, drill_style=args.drill_style, casefold=args.casefold)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len)
