@@ -220,7 +220,9 @@ class Engine:
         handed: dict = {}  # the answer of the tier or cloud that took over
 
         def after_prefill(logits: np.ndarray) -> bool:
-            confidence = float(self.router().score(Prefill(logits, dict(self.model.captured))))
+            captured = dict(self.model.captured)
+            self.model.capture = ()  # decode steps need no hidden states: all layers in one call again
+            confidence = float(self.router().score(Prefill(logits, captured)))
             result["confidence"] = round(confidence, 4)
             if confidence >= threshold:
                 result["cloud_handoff_reason"] = handoff.CONFIDENT

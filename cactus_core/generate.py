@@ -91,6 +91,13 @@ class KVCache:
             raise ValueError(f"KV cache overflow: {self.offset + n} > {self.max_len}")
         return self._layers[layer]
 
+    def layers(self, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Every layer's :meth:`layer` arrays, for ``ops.decoder_stack``: the same list
+        object each call (backends may key prepared pointers on it)."""
+        if self.offset + n > self.max_len:
+            raise ValueError(f"KV cache overflow: {self.offset + n} > {self.max_len}")
+        return self._layers
+
     def advance(self, n: int) -> None:
         """Called by the model once every layer has stored ``n`` new positions."""
         self.offset += n

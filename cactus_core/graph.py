@@ -43,7 +43,7 @@ OPS: tuple[str, ...] = (
 #: each part dispatched as usual, so every backend works unchanged.
 FUSED_OPS: dict[str, str] = {
     "multi_linear": "linear", "gated_linear": "linear", "rope_qk": "rope", "cached_attention": "attention",
-    "decoder_block": "linear",
+    "decoder_block": "linear", "decoder_stack": "linear",
 }
 
 #: Activation names understood by ``activation`` and ``gated_activation``.
@@ -305,6 +305,18 @@ class Backend:
                               (block.mlp_norm, block.eps))
         return h + self.linear(g, block.down, block.down_bias)
 
+    def decoder_stack(
+        self, x: np.ndarray, blocks: Sequence[DecoderBlock], layers: Sequence[tuple[np.ndarray, np.ndarray]],
+        offset: int,
+    ) -> np.ndarray:
+        """:meth:`decoder_block` of every block in order on x ``(B, L, D)``, block i with
+        ``layers[i]`` as its ``(cache_k, cache_v)``: a model's whole stack of layers in one
+        call (made once per token, where a backend can run it without returning between
+        layers).  Returns the last block's output."""
+        for block, (cache_k, cache_v) in zip(blocks, layers):
+            x = self.decoder_block(x, block, cache_k, cache_v, offset)
+        return x
+
 
 class Ops:
     """Dispatches each op to the first backend, by priority, that supports it.
@@ -388,6 +400,13 @@ class Ops:
         if self._compose_linear or fmt is None:
             return Backend.decoder_block(self, x, block, cache_k, cache_v, offset)
         return self.resolve("decoder_block", fmt)(x, block, cache_k, cache_v, offset)
+
+    def decoder_stack(self, x, blocks, layers, offset):
+        fmts = {block.format for block in blocks}
+        fmt = fmts.pop() if len(fmts) == 1 else None
+        if self._compose_linear or fmt is None:
+            return Backend.decoder_stack(self, x, blocks, layers, offset)
+        return self.resolve("decoder_stack", fmt)(x, blocks, layers, offset)
 
     def __getattr__(self, op: str):
         if op in OPS or op in FUSED_OPS:

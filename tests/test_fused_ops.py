@@ -97,3 +97,45 @@ def test_cache_layer_and_update_store_alike_and_refuse_overflow():
         a.layer(0, 2)
     with pytest.raises(ValueError, match="KV cache overflow"):
         b.update(0, k, v)
+
+
+class StackCounter(NumpyBackend):
+    """numpy_ref with a (marked) decoder_stack: counts the stack calls a model makes."""
+
+    name = "stack_counter"
+
+    def supports(self, op, fmt=None):
+        return op in ("linear", "decoder_stack") and super().supports(op, fmt)
+
+    def decoder_stack(self, x, blocks, layers, offset):
+        self.calls = getattr(self, "calls", 0) + 1
+        return Backend.decoder_stack(self, x, blocks, layers, offset)
+
+
+def test_models_make_one_stack_call_per_step_unless_layers_are_captured(tmp_path):
+    """Llama-family models run all layers as one ``decoder_stack`` call (the same hidden
+    states as layer-by-layer blocks); with a capture (the probe) they go layer by layer,
+    and KVCache.layers refuses positions past the cache."""
+    pytest.importorskip("torch")
+    from test_models import build_reference
+
+    from cactus_core.generate import Generator, KVCache
+    from cactus_core.models import model_module
+    from cactus_core.weights import load_weights
+
+    _, path = build_reference("qwen3-gqa", tmp_path)
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    counter = StackCounter()
+    ops = Ops([counter, NumpyBackend()])
+    assert ops.backend_for("decoder_stack", "float32") == "stack_counter"
+    model = model_module(config).Model(config, load_weights(path), ops)
+    ids = np.asarray([[1, 2, 3]])
+    stacked = model.forward(ids, Generator(model).cache)
+    assert counter.calls == 1
+    model.capture = (0,)
+    layered = model.forward(ids, Generator(model).cache)
+    assert counter.calls == 1 and model.captured[0].shape == stacked.shape
+    np.testing.assert_array_equal(stacked, layered)
+    with pytest.raises(ValueError, match="KV cache overflow"):
+        KVCache(2, 2, 8, 4).layers(5)

@@ -68,6 +68,11 @@ def test_probe_train_writes_bundle_and_routes(tmp_path, data):
     easy = engine.complete([{"role": "user", "content": "Wake me at 6 please"}], max_tokens=2)
     hard = engine.complete([{"role": "user", "content": "Prove the Riemann hypothesis for case 77"}], max_tokens=2)
     assert easy["confidence"] > hard["confidence"]
+    # The probe reads the prefill's hidden states; decode steps then run without captures
+    # (all layers in one call), and the next request captures again.
+    assert engine.model.capture == ()
+    again = engine.complete([{"role": "user", "content": "Wake me at 6 please"}], max_tokens=2)
+    assert again["confidence"] == easy["confidence"]
     assert hard["confidence"] < 0.7 and hard["cloud_handoff_reason"] == "no_provider"
     assert hard["success"] and not hard["cloud_handoff"]  # no provider: the local answer is kept
 

@@ -115,6 +115,7 @@ class Model(CausalLM):
             self.block_class(args, w.sub(f"model.layers.{i}."), inv_freq, i)
             for i in range(args.num_hidden_layers)
         ]
+        self.specs = tuple(layer.spec for layer in self.layers)  # for ops.decoder_stack
         self.norm = norm_weight(w("model.norm.weight", (D,)))
         tied = args.tie_word_embeddings or not w.has("lm_head.weight")
         self.lm_head: Any = self.embed_tokens if tied else w("lm_head.weight", (V, D), linear=True)
@@ -124,9 +125,12 @@ class Model(CausalLM):
     def forward(self, ids: np.ndarray, cache) -> np.ndarray:
         ops = self.ops
         h = ops.embedding(self.embed_tokens, ids)  # (B, L, D)
-        for i, layer in enumerate(self.layers):
-            h = layer(ops, h, cache, i)
-            self._keep(i, h)
+        if self.capture:  # hidden states wanted between layers (the probe): one call each
+            for i, layer in enumerate(self.layers):
+                h = layer(ops, h, cache, i)
+                self._keep(i, h)
+        else:  # one call for all layers: cpu_neon decodes a token without returning to Python
+            h = ops.decoder_stack(h, self.specs, cache.layers(ids.shape[1]), cache.offset)
         cache.advance(ids.shape[1])
         return ops.rms_norm(h, self.norm, self.args.rms_norm_eps)
 

@@ -221,8 +221,9 @@ def test_block_state_is_dropped_with_block_and_cache(neon, rng):
 
 @pytest.mark.parametrize("name", ["qwen3-gqa", "llama-bias-headdim", "mistral-sliding"])
 def test_models_decode_the_same_with_the_block_op(neon_backend_class, name, tmp_path):
-    """Whole models: greedy decode with one C call per block gives the logits of the op-by-op
-    path bit for bit (float32 checkpoints, the default float16 cache)."""
+    """Whole models: greedy decode with one C call per step (every block inside it), and with
+    one C call per block, gives the logits of the op-by-op path bit for bit (float32
+    checkpoints, the default float16 cache)."""
     pytest.importorskip("torch")  # test_models builds the checkpoints with transformers
     test_models = pytest.importorskip("test_models")
     from cactus_core.generate import Generator
@@ -233,9 +234,11 @@ def test_models_decode_the_same_with_the_block_op(neon_backend_class, name, tmp_
     with open(os.path.join(path, "config.json")) as f:
         config = json.load(f)
     logits = []
-    for fused in (True, False):
+    for fused in ("stack", "block", None):
         neon = neon_backend_class(int8_activations=False, bf16_prefill=False)
-        if not fused:  # what Ops runs for a backend without the op: its composition
+        if fused != "stack":  # what Ops runs for a backend without the op: its composition
+            neon.decoder_stack = lambda x, b, kv, o, n=neon: Backend.decoder_stack(n, x, b, kv, o)
+        if fused is None:
             neon.decoder_block = lambda x, b, k, v, o, n=neon: Backend.decoder_block(n, x, b, k, v, o)
         ops = Ops([neon, NumpyBackend()])
         model = model_module(config).Model(config, load_weights(path), ops)
@@ -245,13 +248,15 @@ def test_models_decode_the_same_with_the_block_op(neon_backend_class, name, tmp_
         for _ in range(12):
             steps.append(gen.step(int(np.argmax(steps[-1]))))
         logits.append(np.stack(steps))
-    np.testing.assert_array_equal(logits[0], logits[1])
+        assert len(neon._stacks) == (fused == "stack")  # the stack call did run (or did not)
+    np.testing.assert_array_equal(logits[0], logits[2])
+    np.testing.assert_array_equal(logits[1], logits[2])
 
 
 
 def test_bench_breakdown_splits_a_step_by_entry_point(neon_backend_class, register_plugin):
-    """``bench --breakdown`` on the default model (float16, Llama blocks): one block call per
-    layer and token."""
+    """``bench --breakdown`` on the default model (float16, Llama blocks): one stack call per
+    token, which runs one block per layer inside C."""
     from cactus_cpu_neon import bench, plugin
 
     register_plugin(plugin, name="cpu_neon")
@@ -261,9 +266,10 @@ def test_bench_breakdown_splits_a_step_by_entry_point(neon_backend_class, regist
     with open(os.path.join(spine, "config.json")) as f:
         layers = json.load(f)["num_hidden_layers"]
     r = bench.breakdown(spine, tokens=4, context=3)
-    assert r["calls"]["cn_decoder_block"]["calls"] == layers and r["context"] == [3, 7]
+    assert r["calls"]["cn_decoder_stack"]["calls"] == 1 and "cn_decoder_block" not in r["calls"]
+    assert r["blocks_per_token"] == layers and r["context"] == [3, 7]
     assert 0 < r["ms_outside_c_per_token"] < r["ms_per_token"]
-    block_ms = r["calls"]["cn_decoder_block"]["ms_per_token"]
+    block_ms = r["calls"]["cn_decoder_stack"]["ms_per_token"]
     assert block_ms < r["ms_per_token"]
     # The block's own phase timer: every phase ran, the weight phases read bytes, and the
     # phases account for the calls' time (the rest is the call's own setup and the timer).
@@ -272,3 +278,69 @@ def test_bench_breakdown_splits_a_step_by_entry_point(neon_backend_class, regist
     assert {name for name, p in phases.items() if "GBps" in p} == {
         "q/k/v (norm, rotation)", "o_proj + residual", "gate/up (norm, act)", "down + residual"}
     assert 0.5 * block_ms < sum(p["ms_per_token"] for p in phases.values()) <= block_ms
+
+
+def _stack(rng, n, kv=np.float16, max_len=24, offset=6, **kw):
+    """n blocks and one cache's layers, as a model and a KVCache hold them."""
+    blocks = tuple(_block(rng, **kw) for _ in range(n))
+    keys = np.zeros((n, 1, blocks[0].n_kv_heads, max_len, blocks[0].head_dim), kv)
+    values = np.zeros_like(keys)
+    keys[:, :, :, :offset] = rng.standard_normal(keys[:, :, :, :offset].shape)
+    values[:, :, :, :offset] = rng.standard_normal(values[:, :, :, :offset].shape)
+    return blocks, keys, values
+
+
+@pytest.mark.parametrize("fmt,kv", [("cq", np.float16), ("cq", np.float32), ("float16", np.float16)])
+def test_stack_equals_the_blocks_one_by_one(neon_i8, rng, fmt, kv):
+    """One C call for all layers gives bit for bit what one call per block gives, and what
+    the composition gives: the output and every layer's new K/V."""
+    blocks, keys, values = _stack(rng, 3, kv, fmt=fmt)
+    x = rng.standard_normal((1, 1, 256)).astype(np.float32)
+    caches = [(keys.copy(), values.copy()) for _ in range(3)]
+    layers = [list(zip(k, v)) for k, v in caches]
+    got = neon_i8.decoder_stack(x, blocks, layers[0], 6)
+    h = x
+    for blk, (ck, cv) in zip(blocks, layers[1]):
+        h = neon_i8.decoder_block(h, blk, ck, cv, 6)
+    want = Backend.decoder_stack(Ops([NumpyBackend()]), x, blocks, layers[2], 6) if fmt != "cq" else None
+    np.testing.assert_array_equal(got, h)
+    np.testing.assert_array_equal(caches[0][0], caches[1][0])
+    np.testing.assert_array_equal(caches[0][1], caches[1][1])
+    assert len(neon_i8._stacks) == 1
+    assert np.abs(caches[0][0][2, :, :, 6].astype(np.float32)).max() > 0  # the last layer stored its key
+    if want is not None:  # numpy_ref's composition: the same math, other rounding
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+    again = neon_i8.decoder_stack(x, blocks, list(zip(keys.copy(), values.copy())), 6)
+    np.testing.assert_array_equal(again, got)  # a second cache: its own pointers, same result
+
+
+def test_stack_falls_back_block_by_block(neon, rng):
+    """Prefill, and a layer whose cache the C call does not take, run block by block: the
+    same numbers as the composition, and nothing is cached for the stack."""
+    blocks, keys, values = _stack(rng, 2, np.float32)
+    x = rng.standard_normal((1, 4, 256)).astype(np.float32)
+    want = Backend.decoder_stack(neon, x, blocks, list(zip(keys.copy(), values.copy())), 6)
+    np.testing.assert_array_equal(neon.decoder_stack(x, blocks, list(zip(keys, values)), 6), want)
+    x1 = x[:, :1].copy()
+    layers = [(keys[0], values[0]), (keys[1][:, :, :20], values[1][:, :, :20])]  # not the whole preallocation
+    want = Backend.decoder_stack(neon, x1, blocks, [(k.copy(), v.copy()) for k, v in layers], 6)
+    np.testing.assert_array_equal(neon.decoder_stack(x1, blocks, layers, 6), want)
+    assert not neon._stacks
+
+
+def test_stack_bad_input_one_line_and_state_goes_with_the_model(neon, rng):
+    import gc
+    import weakref
+
+    blocks, keys, values = _stack(rng, 2)
+    layers = list(zip(keys, values))
+    with pytest.raises(BackendError, match="features") as err:
+        neon.decoder_stack(np.zeros((1, 1, 128), np.float32), blocks, layers, 0)
+    assert "\n" not in str(err.value)
+    with pytest.raises(BackendError, match="does not fit"):
+        neon.decoder_stack(np.zeros((1, 1, 256), np.float32), blocks, layers, 24)
+    assert len(neon._stacks) == 1
+    alive = weakref.ref(blocks[0])
+    del blocks, layers, keys, values, err  # err's traceback holds the call's frame
+    gc.collect()
+    assert alive() is None and not neon._stacks and not neon._blocks and not neon._caches

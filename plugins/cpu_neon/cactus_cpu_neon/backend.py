@@ -38,7 +38,7 @@ _QUANT_FORMATS = frozenset(
 )
 
 #: Fused ops over several weights (cactus_core.graph.FUSED_OPS), one C call each.
-_FUSED_LINEAR = ("multi_linear", "gated_linear", "decoder_block")
+_FUSED_LINEAR = ("multi_linear", "gated_linear", "decoder_block", "decoder_stack")
 
 _INSTALL_HINT = "reinstall the plugin with: pip install --force-reinstall ./plugins/cpu_neon"
 
@@ -49,7 +49,8 @@ class KernelArgumentError(BackendError, ValueError):
 
 #: Newest C entry points this Python side calls: a module built from older sources
 #: lacks them, and would otherwise fail on the first fused op of a decode.
-_REQUIRED = ("cn_cq_linear_multi", "cn_linear_multi", "cn_rope_qk", "cn_cached_attention", "cn_decoder_block")
+_REQUIRED = ("cn_cq_linear_multi", "cn_linear_multi", "cn_rope_qk", "cn_cached_attention", "cn_decoder_block",
+             "cn_decoder_stack")
 
 
 def load_kernels():
@@ -229,9 +230,11 @@ class NeonBackend(BlockOps, Backend):
         # CQ sign vectors by their packed bytes and block: tensors quantized with one
         # seed share one array, so a fused call rotates x once for all of them.
         self._signs: dict[tuple[bytes, int], np.ndarray] = {}
-        # decoder_block: C arguments per block object and per cache layer (block.py).
+        # decoder_block: C arguments per block object and per cache layer (block.py);
+        # decoder_stack: arrays of those per model and cache.
         self._blocks: dict[int, tuple] = {}
         self._caches: dict[tuple[int, int], tuple] = {}
+        self._stacks: dict[tuple[int, int], tuple] = {}
 
     def supports(self, op: str, fmt: Optional[str] = None) -> bool:
         """Quantized formats for linear and embedding lookups only, and CQ (not int4/int8)

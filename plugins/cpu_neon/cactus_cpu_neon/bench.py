@@ -287,7 +287,8 @@ _BLOCK_PHASES = ("q/k/v (norm, rotation)", "QK-norm + RoPE", "K/V store + attent
 def breakdown(model: str, tokens: int = 32, threads=None, context: int = 0) -> dict:
     """Wall time of ``tokens`` greedy decode steps split by C entry point: calls, ms per
     token, us per call and, for CQ linears, GB/s of codes and scales; the rest is Python.
-    The fused decoder_block's own phases (its C timer, ``cn_block_profile``) come with it.
+    The decoder blocks' own phases (their C timer, ``cn_block_profile``) come with it: a
+    decode step is one ``cn_decoder_stack`` call that runs every block inside C.
     ``context`` tokens are decoded first (untimed), so attention sees that many keys."""
     import os
 
@@ -349,7 +350,8 @@ def breakdown(model: str, tokens: int = 32, threads=None, context: int = 0) -> d
              for name, (n, sec, b) in sorted(stats.items(), key=lambda kv: -kv[1][1])}
     return {"model": model, "backend": neon.describe(), "ms_per_token": 1000 * total / tokens,
             "ms_outside_c_per_token": 1000 * (total - in_c) / tokens, "calls": calls,
-            "block_phases": phases if blocks else {}, "context": [start, start + tokens]}
+            "block_phases": phases if blocks else {}, "blocks_per_token": blocks / tokens,
+            "context": [start, start + tokens]}
 
 
 class _NullLib:
@@ -449,7 +451,7 @@ def main(argv=None) -> None:
             print(f"  {name:22s} {c['calls']:5.1f} calls {c['ms_per_token']:7.3f} ms/token "
                   f"{c['us_per_call']:8.1f} us/call{gb}")
         if r["block_phases"]:
-            print("  inside cn_decoder_block:")
+            print(f"  inside the decoder blocks ({r['blocks_per_token']:.0f} per token):")
         for name, c in r["block_phases"].items():
             gb = f" {c['GBps']:5.1f} GB/s" if "GBps" in c else ""
             print(f"    {name:26s} {c['ms_per_token']:7.3f} ms/token {c['us_per_block']:7.1f} us/block{gb}")

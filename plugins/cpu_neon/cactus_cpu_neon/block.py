@@ -50,6 +50,56 @@ class BlockOps:
                                   "cpu_neon cannot run this block's weight layouts in one call")
         return out
 
+    def decoder_stack(self, x, blocks, layers, offset):
+        """:meth:`cactus_core.graph.Backend.decoder_stack`; one C call for all layers of a
+        one-token decode step (no return to Python between blocks)."""
+        shape = getattr(x, "shape", ())
+        st = self._stack_args(blocks, layers) if len(shape) == 3 and shape[0] == 1 and shape[1] == 1 else None
+        if st is None:  # prefill, batches, layouts the block call does not take: block by block
+            return Backend.decoder_stack(self, x, blocks, layers, offset)
+        _, _, _, n, D, pb, pk, pv, kvtype, max_len = st
+        if shape[2] != D:
+            raise self._arg_error(f"decoder_stack: input has {shape[2]} features, the blocks expect {D}")
+        if not 0 <= offset < max_len:
+            raise self._arg_error(f"decoder_stack: position {offset} does not fit a cache of {max_len}")
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.empty_like(x)
+        rc = self._lib.cn_decoder_stack(pb, n, self._fp(x), self._fp(out), pk, pv, kvtype, max_len, int(offset))
+        if rc != 0:
+            raise self._arg_error("cpu_neon decoder_stack: out of memory" if rc == -2 else
+                                  "cpu_neon cannot run these blocks' weight layouts in one call")
+        return out
+
+    def _stack_args(self, blocks, layers):
+        """(refs, keep, n, D, blocks, keys, values, kvtype, max_len) of a model's blocks and a
+        cache's layers, made once per pair (both are made once per model and cache); None when
+        a block or a layer's cache does not take the C block call."""
+        key = (id(blocks), id(layers))
+        hit = self._stacks.get(key)
+        if (hit is not None and hit[0]() is blocks[0] and hit[1]() is layers[0][0]
+                and hit[3] == len(blocks) == len(layers)):
+            return hit
+        n = len(blocks)
+        if n == 0 or len(layers) != n:
+            return None
+        cs, kvs = [self._block_args(b) for b in blocks], [self._cache_args(k, v, b) for b, (k, v) in zip(blocks, layers)]
+        if any(c is None for c in cs) or any(kv is None for kv in kvs) or len({c.D for c in cs}) != 1 \
+                or len({kv[2:] for kv in kvs}) != 1:
+            return None
+        ffi = self._ffi
+        pb = ffi.new("cn_block *[]", cs)
+        pk = ffi.new("void *[]", [kv[0] for kv in kvs])
+        pv = ffi.new("void *[]", [kv[1] for kv in kvs])
+        # The blocks' C arguments point into weights their table entries keep; hold those here
+        # too, until the first block (and with it the model) goes.
+        keep = [self._blocks[id(b)] for b in blocks]
+        table = self._stacks
+        drop = lambda _, k=key: table.pop(k, None)  # noqa: E731
+        entry = (weakref.ref(blocks[0], drop), weakref.ref(layers[0][0], drop), keep, n, int(cs[0].D), pb, pk, pv,
+                 *kvs[0][2:])
+        table[key] = entry
+        return entry
+
     # --- per block: C arguments made once ------------------------------------
     def _block_args(self, block):
         """The block's ``cn_block`` (None: not for the C path), made once per block object."""

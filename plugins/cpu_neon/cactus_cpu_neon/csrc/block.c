@@ -151,3 +151,18 @@ int cn_decoder_block(const cn_block *b, const float *x, float *out, void *cache_
     free(buf);
     return rc;
 }
+
+int cn_decoder_stack(const cn_block *const *b, int n, const float *x, float *out, void *const *cache_k,
+                     void *const *cache_v, int kvtype, int64_t max_len, int64_t offset) {
+    if (n <= 0 || !b || !cache_k || !cache_v) return -1;
+    for (int i = 0; i < n; i++)
+        if (!b[i] || b[i]->D != b[0]->D || !cache_k[i] || !cache_v[i]) return -1;
+    /* A block reads x only before it writes out (q/k/v, then the first residual add),
+     * so every layer can run in place on out. */
+    if (out != x) memcpy(out, x, sizeof(float) * (size_t)b[0]->D);
+    for (int i = 0; i < n; i++) {
+        const int rc = cn_decoder_block(b[i], out, out, cache_k[i], cache_v[i], kvtype, max_len, offset);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}

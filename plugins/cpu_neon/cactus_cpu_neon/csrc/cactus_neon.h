@@ -184,6 +184,15 @@ typedef struct {
 int cn_decoder_block(const cn_block *b, const float *x, float *out, void *cache_k, void *cache_v, int kvtype,
                      int64_t max_len, int64_t offset);
 
+/* Blocks b[0..n-1] in order on one token: out = the last block's output, each
+ * block's K/V in its own layer's cache (cache_k[i], cache_v[i], all of one kvtype
+ * and max_len).  The same cn_decoder_block calls, in place on out (x and out may
+ * be the same array): the same result as n calls, without a return to Python
+ * between layers.  Returns -1 for blocks of different widths or a block
+ * cn_decoder_block refuses, -2 when out of memory. */
+int cn_decoder_stack(const cn_block *const *b, int n, const float *x, float *out, void *const *cache_k,
+                     void *const *cache_v, int kvtype, int64_t max_len, int64_t offset);
+
 /* Phase timing of cn_decoder_block (bench --breakdown): on != 0 zeroes the
  * counters and starts summing, per phase (q/k/v with the norm, QK-norm + RoPE,
  * K/V store + attention, o_proj + residual, norm + gate/up, down + residual),
