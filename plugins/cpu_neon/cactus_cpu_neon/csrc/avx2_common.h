@@ -10,12 +10,15 @@
  * for codes 2-3 of a 3-byte run); multiplying the first word by 16 puts both words' second
  * code at bits 10-15 and leaves their first at bits 0-5 and 4-9, so two shifts and masks
  * place all four. */
-CN_INLINE __m256i avx2_spread6(__m256i raw) {
-    const __m256i spread = _mm256_setr_epi8(0, 1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11,
-                                            0, 1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11);
+CN_INLINE __m256i avx2_spread6_by(__m256i raw, __m256i spread) {
     const __m256i w = _mm256_mullo_epi16(_mm256_shuffle_epi8(raw, spread), _mm256_set1_epi32(0x00010010));
     const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi16(0x003f));
     return _mm256_or_si256(lo, _mm256_and_si256(_mm256_srli_epi16(w, 2), _mm256_set1_epi16(0x3f00)));
+}
+
+CN_INLINE __m256i avx2_spread6(__m256i raw) {
+    return avx2_spread6_by(raw, _mm256_setr_epi8(0, 1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11,
+                                                 0, 1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11));
 }
 
 /* count (<= 32, a multiple of 4) codes from code v through a buffer, reading no byte past
@@ -30,10 +33,17 @@ CN_INLINE __m256i avx2_codes6_short(const uint8_t *row, int64_t v, int64_t count
 }
 
 /* Codes v .. v+31 (v a multiple of 4) as bytes: lane 0 codes 0-15, lane 1 codes 16-31.
- * last: the matrix's last 32 codes, where 16-byte loads would read 4 bytes past its end. */
+ * last: a row's last 32 codes, where a 16-byte load at byte 12 would read 4 bytes past
+ * the row (past the matrix, on its last row); lane 1 then loads from byte 8 and its
+ * shuffle skips the 4 bytes before its codes, at the same cost (a copy through a stack
+ * buffer, as before session 19, stalled store forwarding once per row: ~1/4 of the cq6
+ * head's time). */
 CN_INLINE __m256i avx2_codes6x32(const uint8_t *row, int64_t v, int last) {
-    if (last) return avx2_codes6_short(row, v, 32);
     const uint8_t *p = row + 3 * (v / 4);
+    if (last)
+        return avx2_spread6_by(_mm256_loadu2_m128i((const __m128i *)(p + 8), (const __m128i *)p),
+                               _mm256_setr_epi8(0, 1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11,
+                                                4, 5, 5, 6, 7, 8, 8, 9, 10, 11, 11, 12, 13, 14, 14, 15));
     return avx2_spread6(_mm256_loadu2_m128i((const __m128i *)(p + 12), (const __m128i *)p));
 }
 

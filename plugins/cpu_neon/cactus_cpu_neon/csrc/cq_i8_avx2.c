@@ -149,7 +149,42 @@ static int uniform6(const int8_t *cbq) {
     return 1;
 }
 
+/* Groups of a multiple of 64 codes (the cq6 head's 128): each 64 codes are 48 bytes of
+ * the row and 64 of x, both read through pointers that step on, so the loop keeps no
+ * index arithmetic (rows6_uniform's 3 * v / 4 and x offsets per step cost the head a
+ * third of its speed: 19 against 13.5 ms for 150000 rows of 1024 on one Zen 3 core). */
+CN_INLINE void rows6_uniform64(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    const int64_t ng = a->K / a->group, steps = a->group / 64; /* a group's x is contiguous: nch * 64 = group */
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *p = a->codes + n * a->stride, *end = p + 3 * a->K / 4;
+        const uint16_t *sc = a->scales + n * ng;
+        const int8_t *x = a->xq;
+        __m256 tot = _mm256_setzero_ps();
+        float off = 0.0f;
+        for (int64_t g = 0; g < ng; g++) {
+            __m256i acc = _mm256_setzero_si256();
+            for (int64_t s = 0; s < steps; s++, p += 48, x += 64) {
+                _mm_prefetch((const char *)(p + PF_L1), _MM_HINT_T0);
+                _mm_prefetch((const char *)(p + PF_L2), _MM_HINT_T1);
+                const __m256i i0 = avx2_codes6x32(p, 0, 0), i1 = avx2_codes6x32(p + 24, 0, p + 48 == end);
+                const __m256i q = _mm256_add_epi16(_mm256_maddubs_epi16(i0, _mm256_loadu_si256((const __m256i *)x)),
+                                                   _mm256_maddubs_epi16(i1, _mm256_loadu_si256((const __m256i *)(x + 32))));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(q, ones));
+            }
+            const float f = _cvtsh_ss(sc[g]) * a->xf[g];
+            tot = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(2.0f * f), tot);
+            off += f * (float)a->xsum[g];
+        }
+        a->y[n] = hsum8(tot) - 63.0f * off + (a->bias ? a->bias[n] : 0.0f);
+    }
+}
+
 static void rows6_uniform(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    if (a->group % 64 == 0) {
+        rows6_uniform64(a, n0, n1);
+        return;
+    }
     const int64_t ng = a->K / a->group, C = a->group; /* codes per group */
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t n = n0; n < n1; n++) {
