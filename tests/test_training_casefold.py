@@ -13,12 +13,7 @@ sys.path.insert(0, str(ROOT))
 
 from training import datagen  # noqa: E402
 
-SPLITS = ("train", "val", "test")
-
-
-def _gen(path: Path, **kw) -> dict[str, bytes]:
-    datagen.generate(path, seed=3, n_train=300, n_val=120, **kw)
-    return {s: (path / f"{s}.jsonl").read_bytes() for s in SPLITS}
+from test_training_compose import SPLITS, _gen  # noqa: E402
 
 
 def _call(name: str, **args) -> dict:

@@ -71,7 +71,8 @@ class BlockOps:
         return out
 
     def _stack_args(self, blocks, layers):
-        """(refs, keep, n, D, blocks, keys, values, kvtype, max_len) of a model's blocks and a
+        """(first block's weakref, first cache array's weakref, keep, n, D, block pointers, key
+        pointers, value pointers, kvtype, max_len) of a model's blocks and a
         cache's layers, made once per pair (both are made once per model and cache); None when
         a block or a layer's cache does not take the C block call."""
         key = (id(blocks), id(layers))

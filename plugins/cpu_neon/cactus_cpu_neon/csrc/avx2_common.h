@@ -35,9 +35,8 @@ CN_INLINE __m256i avx2_codes6_short(const uint8_t *row, int64_t v, int64_t count
 /* Codes v .. v+31 (v a multiple of 4) as bytes: lane 0 codes 0-15, lane 1 codes 16-31.
  * last: a row's last 32 codes, where a 16-byte load at byte 12 would read 4 bytes past
  * the row (past the matrix, on its last row); lane 1 then loads from byte 8 and its
- * shuffle skips the 4 bytes before its codes, at the same cost (a copy through a stack
- * buffer, as before session 19, stalled store forwarding once per row: ~1/4 of the cq6
- * head's time). */
+ * shuffle skips the 4 bytes before its codes, at the same cost as any other step (a copy
+ * through a stack buffer, as before session 19, stalls store forwarding once per row). */
 CN_INLINE __m256i avx2_codes6x32(const uint8_t *row, int64_t v, int last) {
     const uint8_t *p = row + 3 * (v / 4);
     if (last)
