@@ -1,6 +1,7 @@
 """The default model's synthetic data: patterns, split hygiene and call validity."""
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
@@ -336,3 +337,28 @@ def test_transplant_keeps_the_layers_and_rebuilds_embeddings_from_the_same_words
     im_end = bare.token_to_id("<|im_end|>")
     np.testing.assert_allclose(E_new[im_end], E_old[old_tok.token_to_id("<|im_end|>")], atol=1e-3)
     assert Tokenizer.from_file(str(tmp_path / "tp" / "model" / "tokenizer.json")).get_vocab_size() == 800
+
+
+def test_new_model_shape_flags_change_only_depth_and_width(tmp_path):
+    """--layers / --intermediate size a from-scratch model (the 4096-token, 9-block lineage);
+    left at 0 the model is ARCH's, and the saved checkpoint loads back with the new shape."""
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    from training import tokenizer as recipe
+    from training import train
+    from training.chat_format import CHAT_TEMPLATE
+
+    datagen.generate(tmp_path / "data", seed=4, n_train=200, n_val=10)
+    tok = recipe.train_tokenizer(list(recipe.corpus(tmp_path / "data", [], limit=200)), vocab_size=700, style="bare")
+    recipe.save_hf(tok, tmp_path / "tok", CHAT_TEMPLATE)
+    args = argparse.Namespace(layers=9, intermediate=0)
+    assert train._shape(args) == {"num_hidden_layers": 9}
+    assert train._shape(argparse.Namespace(layers=0, intermediate=0)) == {}
+    deep = train.build_model(700, tok, **train._shape(args))
+    assert deep.config.num_hidden_layers == 9 == len(deep.model.layers) == len(deep.config.layer_types)
+    assert deep.config.intermediate_size == train.ARCH["intermediate_size"]
+    torch.manual_seed(0)
+    train.save_checkpoint(deep, tmp_path / "tok", tmp_path / "model", lambda rec: None)
+    back = Qwen3ForCausalLM.from_pretrained(str(tmp_path / "model"))
+    assert back.config.num_hidden_layers == 9 and back.config.vocab_size == 700

@@ -26,11 +26,11 @@ ARCH = dict(hidden_size=320, num_hidden_layers=8, num_attention_heads=8, num_key
             intermediate_size=960, max_position_embeddings=2048, rope_theta=100000.0, rms_norm_eps=1e-6)
 
 
-def build_model(vocab_size: int, tok):
-    """A randomly initialised Qwen3ForCausalLM with tied embeddings."""
+def build_model(vocab_size: int, tok, **shape):
+    """A randomly initialised Qwen3ForCausalLM with tied embeddings; `shape` overrides ARCH's fields."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    arch = dict(ARCH)
+    arch = {**ARCH, **shape}
     theta = arch.pop("rope_theta")
     cfg = Qwen3Config(vocab_size=vocab_size, tie_word_embeddings=True, hidden_act="silu",
                       rope_parameters={"rope_type": "default", "rope_theta": theta},
@@ -99,9 +99,10 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
         from transformers import Qwen3ForCausalLM
         model = Qwen3ForCausalLM.from_pretrained(str(args.init), dtype=torch.float32).to(dev)
     else:
-        model = build_model(tok.get_vocab_size(), tok).to(dev)
+        model = build_model(tok.get_vocab_size(), tok, **_shape(args)).to(dev)
     n_params = sum(p.numel() for p in model.parameters())
-    log({"event": "model", "params": n_params, "arch": ARCH, "vocab": tok.get_vocab_size()})
+    arch = {k: getattr(model.config, k) for k in ARCH if k != "rope_theta"}
+    log({"event": "model", "params": n_params, "arch": arch, "vocab": tok.get_vocab_size()})
     hooks = add_dropout(model, args.resid_dropout, args.attn_dropout, args.embed_dropout)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -226,6 +227,11 @@ def plot(history: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _shape(args) -> dict:
+    """--layers / --intermediate as build_model overrides (0: ARCH's value)."""
+    return {k: v for k, v in (("num_hidden_layers", args.layers), ("intermediate_size", args.intermediate)) if v}
+
+
 def _shares(text: str) -> tuple[float, ...]:
     """'0.4,0.2,...' -> a tuple of non-negative weights (argparse type)."""
     try:
@@ -257,6 +263,10 @@ def main(argv=None) -> None:
     ap.add_argument("--vocab", type=int, default=6144)
     ap.add_argument("--tokenizer-style", choices=("qwen", "bare"), default="qwen",
                     help="bare: words never carry a leading space, so copied values keep their tokens")
+    ap.add_argument("--layers", type=int, default=0,
+                    help="decoder blocks of a new model (0: ARCH's 8; a checkpoint given by --init keeps its own)")
+    ap.add_argument("--intermediate", type=int, default=0,
+                    help="MLP width of a new model (0: ARCH's 960)")
     ap.add_argument("--max-len", type=int, default=1024)
     ap.add_argument("--batch-tokens", type=int, default=65536)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -360,7 +370,7 @@ def main(argv=None) -> None:
 
     from .evaluate import evaluate
     if args.preflight:  # save, reload and generate with an untrained model before spending the budget
-        pre = build_model(tok.get_vocab_size(), tok)
+        pre = build_model(tok.get_vocab_size(), tok, **_shape(args))
         save_checkpoint(pre, out / "tokenizer", out / "preflight", log)
         ev = evaluate(out / "preflight", out / "data" / "test.jsonl", args.device, 5, max_new_tokens=8)
         log({"event": "preflight_ok", "n": ev["n"]})
