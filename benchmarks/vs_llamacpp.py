@@ -32,6 +32,7 @@ import argparse
 import glob
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -83,8 +84,16 @@ def build_llamacpp(work: str) -> tuple[str, str]:
 def compile_llamacpp(src: str) -> tuple[str, str]:
     build = os.path.join(src, "build")
     if not os.path.exists(os.path.join(build, "bin", "llama-bench")):
+        flags = []
+        if platform.machine().lower() in ("x86_64", "amd64"):
+            # -march=native turns on ggml's AMX matmul where the CPU has AMX; on this VM's Sapphire
+            # Rapids it segfaults in ggml_backend_amx_mul_mat on the first Q4_K_M batch (llama.cpp
+            # 0.3.36's vendor tree, with AMX tiles granted to the process). Without it llama.cpp
+            # keeps its AVX-512 kernels and repacked Q4_K layout; only the AMX buffer type goes.
+            noamx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+            flags = [f"-DCMAKE_C_FLAGS={noamx}", f"-DCMAKE_CXX_FLAGS={noamx}"]
         sh(["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF",
-            "-DGGML_NATIVE=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF"])
+            "-DGGML_NATIVE=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF", *flags])
         sh(["cmake", "--build", build, "-j", str(os.cpu_count() or 2), "--target", "llama-bench", "llama-quantize"])
     return os.path.join(build, "bin"), os.path.join(src, "gguf-py")
 

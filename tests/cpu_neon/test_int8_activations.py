@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +29,8 @@ from cactus_core.generate import Generator, SamplingParams
 from cactus_core.graph import Ops
 from cactus_core.models import model_module
 from cactus_core.weights import load_weights
+
+HERE = Path(__file__).resolve().parent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -163,7 +166,7 @@ def test_cq4_groups_of_128_compute_the_int8_arithmetic(neon_i8, rng, N, K):
 
 @pytest.mark.parametrize("bits,d", [(8, 2), (6, 2), (8, 4), (6, 1), (5, 1)])
 @pytest.mark.parametrize("shape", [(67, 512, 128, 128), (50, 320, 80, 64), (37, 256, 64, 128)])
-@pytest.mark.parametrize("M", [6, 37])
+@pytest.mark.parametrize("M", [6, 37, 53])  # 53: AMX's 32-row and 16-row blocks and a tail of 5 rows
 def test_bf16_prefill_is_within_its_bound_of_the_exact_kernel(neon, neon_bf16, rng, bits, d, shape, M):
     N, K, group, block = shape
     w, bias = _cq(rng, N, K, bits, d=d, group=group, block=block), rng.standard_normal(N).astype(np.float32)
@@ -176,6 +179,46 @@ def test_bf16_prefill_is_within_its_bound_of_the_exact_kernel(neon, neon_bf16, r
     assert not np.array_equal(got, exact)
     x1 = x[:, :1]
     assert np.array_equal(neon_bf16.linear(x1, w, bias), neon.linear(x1, w, bias))  # decode: exact
+
+
+_AMX_PROBE = """
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_int8_activations import _cq
+from cactus_cpu_neon import _kernels
+from cactus_cpu_neon.backend import NeonBackend
+rng = np.random.default_rng(5)
+outs = []
+for bits, d, N, K, group, block in [(8, 2, 67, 512, 128, 128), (6, 1, 50, 320, 80, 64), (4, 1, 96, 1024, 128, 128)]:
+    w = _cq(rng, N, K, bits, d=d, group=group, block=block)
+    x = rng.standard_normal((1, 53, K)).astype(np.float32)
+    outs.append(NeonBackend(int8_activations=False, bf16_prefill=True).linear(x, w))
+np.savez(sys.argv[2], amx=_kernels.lib.cn_gemm_amx_available(), *outs)
+"""
+
+
+def test_amx_tiles_give_the_avx512_bf16_tiles_products(neon_bf16, tmp_path):
+    """Where the CPU has AMX (gemm_amx.c), prefill's bfloat16 products run on tiles; with
+    CACTUS_AMX=0 on the AVX-512 tile. Same rounding of x and weights, only the order of
+    the float32 sums differs: agreement to float32 noise, not to the bfloat16 bound."""
+    import subprocess
+    import sys
+
+    runs = {}
+    for amx in ("1", "0"):
+        out = tmp_path / f"amx{amx}.npz"
+        env = {**os.environ, "CACTUS_AMX": amx}
+        subprocess.run([sys.executable, "-c", _AMX_PROBE, str(HERE), str(out)], env=env, check=True)
+        runs[amx] = np.load(out)
+    if not runs["1"]["amx"]:
+        pytest.skip("no AMX here (the build, the CPU or the kernel)")
+    assert not runs["0"]["amx"]
+    keys = [k for k in runs["1"].files if k != "amx"]
+    for key in keys:
+        a, b = runs["1"][key], runs["0"][key]
+        assert a.shape == b.shape and np.isfinite(a).all()
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * np.abs(b).max())
+    assert any(not np.array_equal(runs["1"][k], runs["0"][k]) for k in keys)  # the tiles did run
 
 
 def test_prefill_and_other_layouts_stay_exact(neon, neon_i8, rng):

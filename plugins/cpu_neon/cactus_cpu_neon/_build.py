@@ -37,7 +37,7 @@ CSRC = os.path.join(HERE, "csrc")
 SOURCES = (
     "runtime.c", "linear.c", "rowwise.c", "attention.c", "cq.c", "cq_i8.c", "cq_i8_avx2.c", "fused.c", "block.c", "affine.c",
     # x86 AVX-512 kernels; empty stubs elsewhere
-    "cq_vbmi.c", "gemm_avx512.c", "affine_avx512.c", "attention_avx512.c", "prologue_avx512.c",
+    "cq_vbmi.c", "gemm_avx512.c", "gemm_amx.c", "affine_avx512.c", "attention_avx512.c", "prologue_avx512.c",
 )
 
 

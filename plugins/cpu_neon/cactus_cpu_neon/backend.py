@@ -271,7 +271,8 @@ class NeonBackend(BlockOps, Backend):
         # and CQ3's 6-bit 2-vectors: not the 8-bit codes of CQ2
         i8 = ("int8 CQ decode" if self._int8_for(8, 2) else "int8 CQ4/CQ3 decode" if self._int8_for(6, 2)
               else "int8 CQ4 decode" if self._int8_for(4, 1) else "")
-        fast = [name for name, on in ((i8, bool(i8)), ("bf16 CQ prefill", self.bf16_prefill)) if on]
+        bf16 = "bf16 CQ prefill on AMX" if self._lib.cn_gemm_amx_available() else "bf16 CQ prefill"
+        fast = [name for name, on in ((i8, bool(i8)), (bf16, self.bf16_prefill)) if on]
         return f"cpu_neon ({path}, {', '.join([threads] + fast)})"
 
     # --- matrix products -------------------------------------------------

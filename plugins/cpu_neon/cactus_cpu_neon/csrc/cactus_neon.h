@@ -79,6 +79,9 @@ int cn_cq_linear(const float *x, int64_t M, int64_t K, const uint8_t *codes,
                  const float *signs, int64_t block, int64_t N,
                  const float *bias, float *y, int bf16);
 int cn_gemm_bf16_available(void);
+/* Whether those bfloat16 products run on AMX tiles (gemm_amx.c: an AMX build on a kernel
+ * that grants the tiles, CACTUS_AMX not 0). */
+int cn_gemm_amx_available(void);
 
 /* CQ decode with int8 activations (docs/cpu_neon.md): each row of x is
  * rotated, quantized to int8 per scale group, and multiplied by the codebook

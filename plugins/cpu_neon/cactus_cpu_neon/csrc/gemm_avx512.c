@@ -144,12 +144,12 @@ static void pack_bf16(const float *panel, int64_t kc, uint32_t *panel16) {
 }
 
 static void gemm_panel_bf16(const uint16_t *xb, int64_t M, int64_t K, int64_t k0, int64_t kc,
-                            const uint32_t *panel16, float *y, int64_t N, int64_t n0, int accumulate) {
+                            const uint32_t *panel16, float *y, int64_t N, int64_t n0, int accumulate, int amx) {
     const int64_t cols = CN_MIN(32, N - n0);
     const __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
     const __mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffff : cols > 16 ? (1u << (cols - 16)) - 1 : 0);
     const uint32_t *x = (const uint32_t *)(const void *)(xb + k0);
-    int64_t m = 0;
+    int64_t m = amx ? cn_amx_rows(xb, M, K, k0, kc, panel16, y, N, n0, accumulate) : 0; /* 16-row blocks */
     for (; m + 8 <= M; m += 8) tile8_bf16(x + m * K / 2, K / 2, panel16, kc / 2, y + m * N + n0, N, m0, m1, accumulate);
     for (; m < M; m++) tile1_bf16(x + m * K / 2, panel16, kc / 2, y + m * N + n0, m0, m1, accumulate);
 }
@@ -160,8 +160,9 @@ int cn_gemm_bf16_available(void) { return 0; }
 void cn_to_bf16(const float *x, int64_t n, uint16_t *out) { (void)x, (void)n, (void)out; }
 static void pack_bf16(const float *panel, int64_t kc, uint32_t *panel16) { (void)panel, (void)kc, (void)panel16; }
 static void gemm_panel_bf16(const uint16_t *xb, int64_t M, int64_t K, int64_t k0, int64_t kc,
-                            const uint32_t *panel16, float *y, int64_t N, int64_t n0, int accumulate) {
+                            const uint32_t *panel16, float *y, int64_t N, int64_t n0, int accumulate, int amx) {
     (void)xb, (void)M, (void)K, (void)k0, (void)kc, (void)panel16, (void)y, (void)N, (void)n0, (void)accumulate;
+    (void)amx;
 }
 
 #endif
@@ -216,8 +217,9 @@ int cn_gemm_bf16_available(void) { return 0; }
 void cn_to_bf16(const float *x, int64_t n, uint16_t *out) { (void)x, (void)n, (void)out; }
 static void pack_bf16(const float *panel, int64_t kc, uint32_t *panel16) { (void)panel, (void)kc, (void)panel16; }
 static void gemm_panel_bf16(const uint16_t *xb, int64_t M, int64_t K, int64_t k0, int64_t kc,
-                            const uint32_t *panel16, float *y, int64_t N, int64_t n0, int accumulate) {
+                            const uint32_t *panel16, float *y, int64_t N, int64_t n0, int accumulate, int amx) {
     (void)xb, (void)M, (void)K, (void)k0, (void)kc, (void)panel16, (void)y, (void)N, (void)n0, (void)accumulate;
+    (void)amx;
 }
 void cn_gemv_avx512(const float *x, int64_t K, const void *w, int wt, const float *bias, float *y, int64_t n0,
                     int64_t n1) {
@@ -349,6 +351,7 @@ void cn_gemm_panels_bf16(const float *x, const uint16_t *xb, int64_t M, int64_t 
     if (!panel) return; /* callers check an allocation of this size first (cn_gemm_panels_fit) */
     float *rows_buf = panel + 32 * kc_max;
     uint32_t *panel16 = (uint32_t *)(void *)(panel + 64 * kc_max);
+    const int amx = xb && cn_amx_begin();
     for (int64_t p = p0; p < p1; p++) {
         const int64_t n0 = 32 * p, rows = CN_MIN(32, N - n0);
         for (int64_t k0 = 0; k0 < K; k0 += kc_max) {
@@ -358,7 +361,7 @@ void cn_gemm_panels_bf16(const float *x, const uint16_t *xb, int64_t M, int64_t 
             transpose_rows(rows_buf, kc_max, kc, panel);
             if (xb) {
                 pack_bf16(panel, kc, panel16);
-                gemm_panel_bf16(xb, M, K, k0, kc, panel16, y, N, n0, k0 > 0);
+                gemm_panel_bf16(xb, M, K, k0, kc, panel16, y, N, n0, k0 > 0, amx);
             } else {
                 cn_gemm_panel_avx512(x, M, K, k0, kc, panel, y, N, n0, k0 > 0);
             }
@@ -367,6 +370,7 @@ void cn_gemm_panels_bf16(const float *x, const uint16_t *xb, int64_t M, int64_t 
             for (int64_t m = 0; m < M; m++)
                 for (int64_t j = 0; j < rows; j++) y[m * N + n0 + j] += bias[n0 + j];
     }
+    if (amx) cn_amx_end();
     free(panel);
 }
 

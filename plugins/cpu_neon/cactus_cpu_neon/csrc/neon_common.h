@@ -324,6 +324,14 @@ int cn_gemm_panels_fit(int64_t kc_max);
 void cn_to_bf16(const float *x, int64_t n, uint16_t *out);
 void cn_gemm_panels_bf16(const float *x, const uint16_t *xb, int64_t M, int64_t K, int64_t N, const float *bias,
                          float *y, int64_t kc_max, cn_panel_fill fill, const void *ctx, int64_t p0, int64_t p1);
+/* AMX tiles for the bfloat16 panels (gemm_amx.c): begin loads the tile layout in the
+ * calling thread (0: no AMX here, use the AVX-512 tile), end releases it; rows runs the
+ * first 16-row blocks of y[:, n0:n0+32] (+)= xb[:, k0:k0+kc] @ panel16 (kc a multiple of
+ * 32) and returns how many rows it did. */
+int cn_amx_begin(void);
+void cn_amx_end(void);
+int64_t cn_amx_rows(const uint16_t *xb, int64_t M, int64_t K, int64_t k0, int64_t kc, const uint32_t *panel16,
+                    float *y, int64_t N, int64_t n0, int accumulate);
 /* Decode rows [n0, n1) of a float32/float16/bfloat16 matrix on AVX-512 (gemm_avx512.c). */
 void cn_gemv_avx512(const float *x, int64_t K, const void *w, int wt, const float *bias, float *y, int64_t n0,
                     int64_t n1);
