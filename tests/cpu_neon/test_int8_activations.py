@@ -151,13 +151,15 @@ def test_only_an_exact_grid_counts_as_uniform(rng):
     assert not quantize_codebook(zero)[0].any()
 
 
+@pytest.mark.parametrize("bits,d", [(8, 2), (4, 1)])
 @pytest.mark.parametrize("N,K", [(45, 2304), (9, 128), (21, 4224), (64, 1024)])
-def test_cq4_groups_of_128_compute_the_int8_arithmetic(neon_i8, rng, N, K):
-    """CQ4 in groups of 128 inputs (every CQ4 model) has its own AVX-512 loop (cq_vbmi.c,
-    i8_row_cq4): rows of more than 16 groups (its blocks of 16 factors, the last one
-    partial), a lone group, and all 256 code values in both halves of the table."""
-    _needs_kernel(neon_i8, 8, 2)
-    w, bias = _cq(rng, N, K, 8, d=2, group=128, block=128), rng.standard_normal(N).astype(np.float32)
+def test_cq4_groups_of_128_compute_the_int8_arithmetic(neon_i8, rng, bits, d, N, K):
+    """CQ4 in groups of 128 inputs (every CQ4 model) has its own AVX-512 loops (cq_vbmi.c:
+    i8_row_cq4 for 8-bit codes of 2-vectors, i8_row_s4 for today's 4-bit scalar codes):
+    rows of more than 16 groups (their blocks of 16 factors, the last one partial), a lone
+    group, and every code value (all 256 in both halves of the table; all 16)."""
+    _needs_kernel(neon_i8, bits, d)
+    w, bias = _cq(rng, N, K, bits, d=d, group=128, block=128), rng.standard_normal(N).astype(np.float32)
     assert N * K < 2**14 or len(np.unique(w.arrays["codes"])) == 256
     x = rng.standard_normal((1, 1, K)).astype(np.float32)
     got, want = neon_i8.linear(x, w, bias)[0, 0], _int8_emulation(x, w, bias)

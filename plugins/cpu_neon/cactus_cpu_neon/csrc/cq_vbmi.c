@@ -229,8 +229,7 @@ void cn_cq_vbmi_decode(const uint8_t planes[6][256], const uint8_t *row, const u
 /* ---- int8 activations (cq_i8.c has the design) ---------------------------- */
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 
-/* 4-bit scalar codes (CQ4) take cq_i8_avx2.c's pshufb kernel: 16 entries need no VBMI. */
-int cn_cq_i8_avx512_usable(int bits, int d) { return cn_cq_i8_codes(bits, d) && bits != 4; }
+int cn_cq_i8_avx512_usable(int bits, int d) { return cn_cq_i8_codes(bits, d); }
 
 /* vpdpbusd multiplies unsigned bytes by signed ones: the codebook goes in as
  * q + 128 and x as it is, and 128 * sum(x) over each group, shared by every
@@ -362,6 +361,39 @@ CN_INLINE float i8_row_cq4(const cn_cq_i8_args *a, const i8_tables *z, int64_t n
     return _mm512_reduce_add_ps(_mm512_add_ps(tot, off)) + (a->bias ? a->bias[n] : 0.0f);
 }
 
+/* 4-bit scalar codes in groups of 128 (CQ4's 16 Lloyd-Max levels): a group's 64 code bytes are
+ * one load, the low nibbles the even inputs and the high nibbles the odd ones (x's layout,
+ * cn_cq_i8_xdim: a group's 64 even inputs, then its 64 odd ones), looked up by vpshufb in the
+ * 16 entries repeated in each 128-bit lane. 128 weights cost two masks, a shift, two vpshufb
+ * and two vpdpbusd; cq_i8_avx2.c's loop, which served them until session 20, takes twice the
+ * instructions for half the weights (pmaddubsw and pmaddwd for each vpdpbusd). The integer
+ * sums are the same (q + 128 here, q + 64 there, the offset taken out per group either way). */
+CN_INLINE float i8_row_s4(const cn_cq_i8_args *a, __m512i tbl, int64_t n) {
+    const int64_t ng = a->K / 128;
+    const uint8_t *row = a->codes + n * a->stride;
+    const uint16_t *sc = a->scales + n * ng;
+    const int8_t *xq = a->xq;
+    const __m512i m = _mm512_set1_epi8(15);
+    __m512 tot = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+    for (int64_t g0 = 0; g0 < ng; g0 += 16) {
+        float f[16];
+        off = i8_factors(a, sc, g0, ng, f, off);
+        const int64_t ge = CN_MIN(ng, g0 + 16);
+        for (int64_t g = g0; g < ge; g++) {
+            const uint8_t *p = row + 64 * g;
+            _mm_prefetch((const char *)(p + I8_PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + I8_PREFETCH_L2), _MM_HINT_T1);
+            const __m512i c = _mm512_loadu_si512(p);
+            const __m512i lo = _mm512_and_si512(c, m), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m);
+            __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(tbl, lo),
+                                              _mm512_loadu_si512(xq + 128 * g));
+            acc = _mm512_dpbusd_epi32(acc, _mm512_shuffle_epi8(tbl, hi), _mm512_loadu_si512(xq + 128 * g + 64));
+            tot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(f[g - g0]), tot);
+        }
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(tot, off)) + (a->bias ? a->bias[n] : 0.0f);
+}
+
 CN_INLINE void i8_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1, const int bits, const int d,
                        const int full) {
     i8_tables z;
@@ -377,6 +409,17 @@ CN_INLINE void i8_rows_b(const cn_cq_i8_args *a, int64_t n0, int64_t n1, const i
 }
 
 void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
+    if (a->bits == 4) { /* scalar codes (cn_cq_i8_codes): groups other than 128 keep the AVX2 loop */
+        if (a->group != 128) {
+            cn_cq_i8_avx2_rows(a, n0, n1);
+            return;
+        }
+        uint8_t t[16];
+        for (int i = 0; i < 16; i++) t[i] = (uint8_t)(a->cbq[i] + 128);
+        const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t));
+        for (int64_t n = n0; n < n1; n++) a->y[n] = i8_row_s4(a, tbl, n);
+        return;
+    }
     if (a->d == 2 && a->bits == 8 && a->group == 128) {
         i8_tables z;
         i8_load_tables(a->cbq, 8, 2, &z);
