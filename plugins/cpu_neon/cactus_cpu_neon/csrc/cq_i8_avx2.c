@@ -25,8 +25,9 @@
  * for the 64 entries, abs, sign, pmaddubsw and pmaddwd.  On equally spaced levels
  * (the cq6 head convert writes since session 13) the lookup goes: rows6_uniform.
  *
- * Compiled where the compiler targets AVX2 + FMA + F16C; AVX-512 builds use
- * it too (cq_vbmi.c has no 4-bit path). */
+ * Compiled where the compiler targets AVX2 + FMA + F16C; AVX-512 VNNI builds run
+ * CQ4's groups of 128 on cq_vbmi.c's i8_row_s4 instead (session 20) and every other
+ * 4-bit group here. */
 #include "neon_common.h"
 
 #if !CN_NATIVE && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
