@@ -155,7 +155,7 @@ def test_only_an_exact_grid_counts_as_uniform(rng):
 @pytest.mark.parametrize("N,K", [(45, 2304), (9, 128), (21, 4224), (64, 1024)])
 def test_cq4_groups_of_128_compute_the_int8_arithmetic(neon_i8, rng, bits, d, N, K):
     """CQ4 in groups of 128 inputs (every CQ4 model) has its own AVX-512 loops (cq_vbmi.c:
-    i8_row_cq4 for 8-bit codes of 2-vectors, i8_row_s4 for today's 4-bit scalar codes):
+    i8_row_g128, for 8-bit codes of 2-vectors and for today's 4-bit scalar codes):
     rows of more than 16 groups (their blocks of 16 factors, the last one partial), a lone
     group, and every code value (all 256 in both halves of the table; all 16)."""
     _needs_kernel(neon_i8, bits, d)

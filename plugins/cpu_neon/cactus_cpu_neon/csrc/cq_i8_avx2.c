@@ -26,7 +26,7 @@
  * (the cq6 head convert writes since session 13) the lookup goes: rows6_uniform.
  *
  * Compiled where the compiler targets AVX2 + FMA + F16C; AVX-512 VNNI builds run
- * CQ4's groups of 128 on cq_vbmi.c's i8_row_s4 instead (session 20) and every other
+ * CQ4's groups of 128 on cq_vbmi.c's i8_row_g128 instead (session 20) and every other
  * 4-bit group here. */
 #include "neon_common.h"
 

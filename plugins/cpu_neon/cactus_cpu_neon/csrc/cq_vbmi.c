@@ -27,7 +27,7 @@
  * the design): the codebook quantized to int8 is looked up with the same
  * permutes, one byte plane per component, and vpdpbusd multiplies it with
  * x's int8 values, 64 codes per two products: 28-29 GB/s of codes on one
- * core from cache for CQ4 in groups of 128 (i8_row_cq4; 22-23 in the general
+ * core from cache for CQ4 in groups of 128 (i8_row_g128; 22-23 in the general
  * loop), 4x the exact kernel, 17-23 from DRAM.  It also needs
  * AVX-512 VNNI and VL, and serves 4-vectors (CQ2) and scalar codebooks of 64
  * or 32 entries (one vpermb and one vpdpbusd per 64 weights) as well.
@@ -336,11 +336,21 @@ CN_INLINE __m512i i8_lookup256(const __m512i *t, __m512i c, __mmask64 lo, __mmas
     return _mm512_mask2_permutex2var_epi8(t[2], _mm512_mask2_permutex2var_epi8(t[0], c, lo, t[1]), hi, t[3]);
 }
 
-CN_INLINE float i8_row_cq4(const cn_cq_i8_args *a, const i8_tables *z, int64_t n) {
+/* Groups of 128 inputs, the CQ4 layouts of every CQ4 model: a group's 64 code bytes are one
+ * load. 8-bit codes of 2-vectors (CQ4 before session 12) look up two 256-entry planes.
+ * nibbles: 4-bit scalar codes (CQ4 since), whose low nibbles are the even inputs and high
+ * nibbles the odd ones (x's layout, cn_cq_i8_xdim: a group's 64 even inputs, then its 64 odd
+ * ones), looked up by vpshufb in the 16 entries z->t[0][0] repeats in each 128-bit lane: two
+ * masks, a shift, two vpshufb and two vpdpbusd per 128 weights, where cq_i8_avx2.c's loop,
+ * which served them until session 20, takes twice the instructions for half the weights
+ * (pmaddubsw and pmaddwd for each vpdpbusd). The integer sums are the same as there (q + 128
+ * here, q + 64 there, the offset taken out per group either way). */
+CN_INLINE float i8_row_g128(const cn_cq_i8_args *a, const i8_tables *z, int64_t n, const int nibbles) {
     const int64_t ng = a->K / 128;
     const uint8_t *row = a->codes + n * a->stride;
     const uint16_t *sc = a->scales + n * ng;
     const int8_t *xq = a->xq;
+    const __m512i fifteen = _mm512_set1_epi8(15);
     __m512 tot = _mm512_setzero_ps(), off = _mm512_setzero_ps();
     for (int64_t g0 = 0; g0 < ng; g0 += 16) {
         float f[16];
@@ -351,43 +361,17 @@ CN_INLINE float i8_row_cq4(const cn_cq_i8_args *a, const i8_tables *z, int64_t n
             _mm_prefetch((const char *)(p + I8_PREFETCH), _MM_HINT_T0);
             _mm_prefetch((const char *)(p + I8_PREFETCH_L2), _MM_HINT_T1);
             const __m512i c = _mm512_loadu_si512(p);
-            const __mmask64 hi = _mm512_movepi8_mask(c), lo = _knot_mask64(hi);
-            __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), i8_lookup256(z->t[0], c, lo, hi),
-                                              _mm512_loadu_si512(xq + 128 * g));
-            acc = _mm512_dpbusd_epi32(acc, i8_lookup256(z->t[1], c, lo, hi), _mm512_loadu_si512(xq + 128 * g + 64));
-            tot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(f[g - g0]), tot);
-        }
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(tot, off)) + (a->bias ? a->bias[n] : 0.0f);
-}
-
-/* 4-bit scalar codes in groups of 128 (CQ4's 16 Lloyd-Max levels): a group's 64 code bytes are
- * one load, the low nibbles the even inputs and the high nibbles the odd ones (x's layout,
- * cn_cq_i8_xdim: a group's 64 even inputs, then its 64 odd ones), looked up by vpshufb in the
- * 16 entries repeated in each 128-bit lane. 128 weights cost two masks, a shift, two vpshufb
- * and two vpdpbusd; cq_i8_avx2.c's loop, which served them until session 20, takes twice the
- * instructions for half the weights (pmaddubsw and pmaddwd for each vpdpbusd). The integer
- * sums are the same (q + 128 here, q + 64 there, the offset taken out per group either way). */
-CN_INLINE float i8_row_s4(const cn_cq_i8_args *a, __m512i tbl, int64_t n) {
-    const int64_t ng = a->K / 128;
-    const uint8_t *row = a->codes + n * a->stride;
-    const uint16_t *sc = a->scales + n * ng;
-    const int8_t *xq = a->xq;
-    const __m512i m = _mm512_set1_epi8(15);
-    __m512 tot = _mm512_setzero_ps(), off = _mm512_setzero_ps();
-    for (int64_t g0 = 0; g0 < ng; g0 += 16) {
-        float f[16];
-        off = i8_factors(a, sc, g0, ng, f, off);
-        const int64_t ge = CN_MIN(ng, g0 + 16);
-        for (int64_t g = g0; g < ge; g++) {
-            const uint8_t *p = row + 64 * g;
-            _mm_prefetch((const char *)(p + I8_PREFETCH), _MM_HINT_T0);
-            _mm_prefetch((const char *)(p + I8_PREFETCH_L2), _MM_HINT_T1);
-            const __m512i c = _mm512_loadu_si512(p);
-            const __m512i lo = _mm512_and_si512(c, m), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m);
-            __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(tbl, lo),
-                                              _mm512_loadu_si512(xq + 128 * g));
-            acc = _mm512_dpbusd_epi32(acc, _mm512_shuffle_epi8(tbl, hi), _mm512_loadu_si512(xq + 128 * g + 64));
+            __m512i w0, w1;
+            if (nibbles) {
+                w0 = _mm512_shuffle_epi8(z->t[0][0], _mm512_and_si512(c, fifteen));
+                w1 = _mm512_shuffle_epi8(z->t[0][0], _mm512_and_si512(_mm512_srli_epi16(c, 4), fifteen));
+            } else {
+                const __mmask64 hi = _mm512_movepi8_mask(c), lo = _knot_mask64(hi);
+                w0 = i8_lookup256(z->t[0], c, lo, hi);
+                w1 = i8_lookup256(z->t[1], c, lo, hi);
+            }
+            __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512(xq + 128 * g));
+            acc = _mm512_dpbusd_epi32(acc, w1, _mm512_loadu_si512(xq + 128 * g + 64));
             tot = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(f[g - g0]), tot);
         }
     }
@@ -416,14 +400,15 @@ void cn_cq_i8_avx512_rows(const cn_cq_i8_args *a, int64_t n0, int64_t n1) {
         }
         uint8_t t[16];
         for (int i = 0; i < 16; i++) t[i] = (uint8_t)(a->cbq[i] + 128);
-        const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t));
-        for (int64_t n = n0; n < n1; n++) a->y[n] = i8_row_s4(a, tbl, n);
+        i8_tables z;
+        z.t[0][0] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t));
+        for (int64_t n = n0; n < n1; n++) a->y[n] = i8_row_g128(a, &z, n, 1);
         return;
     }
     if (a->d == 2 && a->bits == 8 && a->group == 128) {
         i8_tables z;
         i8_load_tables(a->cbq, 8, 2, &z);
-        for (int64_t n = n0; n < n1; n++) a->y[n] = i8_row_cq4(a, &z, n);
+        for (int64_t n = n0; n < n1; n++) a->y[n] = i8_row_g128(a, &z, n, 0);
         return;
     }
     if (a->d == 1) a->bits == 6 ? i8_rows_b(a, n0, n1, 6, 1) : i8_rows_b(a, n0, n1, 5, 1);
