@@ -48,14 +48,26 @@ def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1) -
     return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
-def loss_on(model, ids, labels):
-    """Mean cross-entropy over trained positions only; the LM head runs on those rows alone."""
+def loss_on(model, ids, labels, first_weight: float = 1.0):
+    """Mean cross-entropy over trained positions only; the LM head runs on those rows alone.
+
+    With first_weight > 1 the first trained token of each assistant turn (the one that
+    decides between a tool call and a reply) counts that many times in the mean: it is one
+    token in fifty of a turn, and the tool list must be read to get it right when the
+    requested tool is missing, which the rest of the turn never asks for."""
+    import torch
     import torch.nn.functional as F
 
     h = model.model(input_ids=ids).last_hidden_state
     sel = labels != -100
     logits = model.lm_head(h[sel])
-    return F.cross_entropy(logits.float(), labels[sel])
+    if first_weight == 1.0:
+        return F.cross_entropy(logits.float(), labels[sel])
+    prev = torch.zeros_like(sel)
+    prev[:, 1:] = sel[:, :-1]
+    w = torch.where((sel & ~prev)[sel], first_weight, 1.0)
+    ce = F.cross_entropy(logits.float(), labels[sel], reduction="none")
+    return (ce * w).sum() / w.sum()
 
 
 def add_dropout(model, resid: float = 0.0, attn: float = 0.0, embed: float = 0.0) -> list:
@@ -151,7 +163,7 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
             ids = torch.from_numpy(ids_np).to(dev, non_blocking=True)
             lab = torch.from_numpy(lab_np).to(dev, non_blocking=True)
             with amp:
-                loss = loss_on(model, ids, lab)
+                loss = loss_on(model, ids, lab, args.first_weight)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -278,6 +290,8 @@ def main(argv=None) -> None:
                     help="dropout on the attention probabilities (training only; the saved config keeps 0.0)")
     ap.add_argument("--embed-dropout", type=_share, default=0.0,
                     help="dropout on the input embeddings (training only)")
+    ap.add_argument("--first-weight", type=float, default=1.0,
+                    help="weight of each assistant turn's first trained token in the loss (1: plain mean)")
     ap.add_argument("--steps", type=int, default=3500, help="fixed step count (0: derive from --time-budget)")
     ap.add_argument("--time-budget", type=float, default=320.0, help="seconds of training when --steps is 0")
     ap.add_argument("--plain-repeat", type=int, default=3, help="copies of the plain-text rows per epoch")
