@@ -362,3 +362,48 @@ def test_new_model_shape_flags_change_only_depth_and_width(tmp_path):
     train.save_checkpoint(deep, tmp_path / "tok", tmp_path / "model", lambda rec: None)
     back = Qwen3ForCausalLM.from_pretrained(str(tmp_path / "model"))
     assert back.config.num_hidden_layers == 9 and back.config.vocab_size == 700
+
+
+def test_first_weight_weighs_the_token_that_opens_each_assistant_turn(tmp_path):
+    """--first-weight: the first trained label of each run is an assistant turn's first token
+    (<tool_call> when the turn calls a tool), one run per assistant message; W=1 is the plain
+    mean and W>1 the weighted mean over exactly those positions."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from training import tokenizer as recipe
+    from training.dataset import encode_conversations, make_batches
+    from training.train import loss_on
+
+    datagen.generate(tmp_path / "data", seed=6, n_train=60, n_val=10)
+    tok = recipe.train_tokenizer(list(recipe.corpus(tmp_path / "data", [], limit=60)), vocab_size=700, style="bare")
+    rows, dropped = encode_conversations(tok, tmp_path / "data" / "train.jsonl", max_len=4096)
+    convs = [json.loads(line) for line in (tmp_path / "data" / "train.jsonl").read_text().splitlines()]
+    assert dropped == 0 and len(rows) == len(convs)
+    call_id = tok.token_to_id("<tool_call>")
+    for (ids, mask), conv in zip(rows, convs):
+        starts = np.flatnonzero(mask & ~np.concatenate([[False], mask[:-1]]))
+        turns = [m for m in conv["messages"] if m["role"] == "assistant"]
+        assert len(starts) == len(turns)
+        for s, m in zip(starts, turns):
+            assert (ids[s] == call_id) == bool(m.get("tool_calls") and not m.get("content"))
+    ids_np, lab_np = make_batches(rows[:8], 1 << 16, np.random.default_rng(0), 0)[0]
+    ids, lab = torch.from_numpy(ids_np), torch.from_numpy(lab_np)
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=700, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=True)
+    model = Qwen3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits.float()
+        ce = F.cross_entropy(logits.transpose(1, 2), lab, reduction="none")
+        sel = lab != -100
+        first = sel & ~torch.cat([torch.zeros_like(sel[:, :1]), sel[:, :-1]], 1)
+        assert int(first.sum()) == sum(m["role"] == "assistant" for c in convs[:8] for m in c["messages"])
+        plain = ce[sel].mean()
+        w = 1.0 + 3.0 * first.float()
+        weighted = (ce * w)[sel].sum() / w[sel].sum()
+        torch.testing.assert_close(loss_on(model, ids, lab), plain, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(loss_on(model, ids, lab, 4.0), weighted, rtol=1e-5, atol=1e-5)
+        assert not torch.isclose(plain, weighted)

@@ -9,17 +9,21 @@
 # skipped. The stages ran with time budgets on one H200 shared by two runs (~0.21 s a step);
 # here they run the step counts those budgets gave. The latest stage's checkpoint is
 # committed (training/lineage/b/), so a session continues from it without this script.
-# Needs a CUDA GPU (about 15 minutes on one H200) and the packages of requirements-test.txt.
+# Needs a CUDA GPU (about 35 minutes on one H200) and the packages of requirements-test.txt.
 set -euo pipefail
 out=$(realpath -m "${1:?usage: training/lineage_b.sh OUTDIR}")
 repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 mkdir -p "$out"
-tree="$out/src-66d692c"  # every stage so far ran the code of this commit
-[ -d "$tree" ] || git -C "$repo" worktree add --detach "$tree" 66d692c > /dev/null
+worktree() {  # worktree COMMIT: that commit's code, checked out once under OUTDIR
+    [ -d "$out/src-$1" ] || git -C "$repo" worktree add --detach "$out/src-$1" "$1" > /dev/null
+    tree="$out/src-$1"
+}
 data=(--max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 0.75
-      --mix 0.40,0.22,0.10,0.08,0.20 --compose 0.35 --resid-dropout 0.1 --no-preflight)
+      --compose 0.35 --resid-dropout 0.1 --no-preflight)
+mix=(--mix 0.40,0.22,0.10,0.08,0.20)      # stage 18/19's shares (single, multi, oos, missing, chat)
+refusals=(--mix 0.34,0.20,0.12,0.14,0.20)
 
-stage() {  # stage NAME [training.train flags]
+stage() {  # stage NAME [training.train flags]; runs the code of $tree
     local n=$1
     shift
     if [ -d "$out/$n/model" ]; then
@@ -30,10 +34,34 @@ stage() {  # stage NAME [training.train flags]
     (cd "$tree" && python -m training.train --out "$out/$n" "$@" "${data[@]}")
 }
 
+soup() {  # soup NAME MEMBER...: the members' mean weights (training/soup.py)
+    local n=$1
+    shift
+    [ -d "$out/$n/model" ] && { echo "soup $n: exists, skipped"; return; }
+    echo "soup $n"
+    (cd "$tree" && python -m training.soup --out "$out/$n" "${@/#/$out/}")
+}
+
+worktree 66d692c  # stages b1-b3 (session 20)
+
 # b1: from scratch (session 20's nA; its twin without dropout, nB, reached 1.13 against 0.63 validation loss)
-stage b1 --seed 401 --vocab 4096 --layers 9 --tokenizer-style bare --steps 1419 --lr 3e-3 --warmup 200
+stage b1 "${mix[@]}" --seed 401 --vocab 4096 --layers 9 --tokenizer-style bare --steps 1419 --lr 3e-3 --warmup 200
 # b2: session 20's cB (lr 1.2e-3; cA at 2e-3 scored 412 against 410 of 800 on its own draw, with 0.46 against 0.43 loss)
-stage b2 --seed 407 --init "$out/b1/model" --steps 1542 --lr 1.2e-3 --warmup 100
+stage b2 "${mix[@]}" --seed 407 --init "$out/b1/model" --steps 1542 --lr 1.2e-3 --warmup 100
 # b3: session 20's dA (lr 1e-3; dB at 1.5e-3: 400 against 429)
-stage b3 --seed 409 --init "$out/b2/model" --steps 1157 --lr 1e-3 --warmup 100
-echo "the latest checkpoint: $out/b3/model (training/lineage/b/ holds the committed copy)"
+stage b3 "${mix[@]}" --seed 409 --init "$out/b2/model" --steps 1157 --lr 1e-3 --warmup 100
+# b4-b6 (session 21): seed-0 validation, 625 conversations, exact of 625 (stage 19: 543; b3: 366)
+worktree f0db154  # --first-weight; the training code is otherwise b1-b3's
+# b4: session 21's eB, more refusals in the mix (388; eA with b3's mix: 371)
+stage b4 "${refusals[@]}" --seed 415 --init "$out/b3/model" --steps 1305 --lr 1e-3 --warmup 100 --n-train 160000
+# b5: the mean of fA (missing-tool requests at 22%) and fB (first tokens weighted 8): 430 (fA 424, fB 414)
+stage b5a --mix 0.30,0.18,0.12,0.22,0.18 --seed 417 --init "$out/b4/model" --steps 1398 --lr 1e-3 --warmup 100 \
+    --n-train 160000
+stage b5b "${refusals[@]}" --first-weight 8 --seed 419 --init "$out/b4/model" --steps 1377 --lr 1e-3 --warmup 100 \
+    --n-train 160000
+soup b5 b5a/model b5b/model
+# b6: session 21's gA, first tokens weighted 4 on b5a's mix: 504, missing-tool refusals 84 of 87
+# (gB, the same at lr 8e-4 without the weight: 485, 73 of 87; their soup 500)
+stage b6 --mix 0.30,0.18,0.12,0.22,0.18 --first-weight 4 --seed 421 --init "$out/b5/model" --steps 1047 --lr 1e-3 \
+    --warmup 100 --n-train 120000
+echo "the latest checkpoint: $out/b6/model (training/lineage/b/ holds the committed copy)"
