@@ -48,17 +48,18 @@ def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1) -
     return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
-def loss_on(model, ids, labels, first_weight: float = 1.0):
+def loss_on(model, ids, labels, first_weight: float = 1.0, backbone=None):
     """Mean cross-entropy over trained positions only; the LM head runs on those rows alone.
 
     With first_weight > 1 the first trained token of each assistant turn (the one that
     decides between a tool call and a reply) counts that many times in the mean: it is one
     token in fifty of a turn, and the tool list must be read to get it right when the
-    requested tool is missing, which the rest of the turn never asks for."""
+    requested tool is missing, which the rest of the turn never asks for. `backbone` stands
+    in for model.model (a compiled copy of it, with --compile)."""
     import torch
     import torch.nn.functional as F
 
-    h = model.model(input_ids=ids).last_hidden_state
+    h = (model.model if backbone is None else backbone)(input_ids=ids).last_hidden_state
     sel = labels != -100
     logits = model.lm_head(h[sel])
     if first_weight == 1.0:
@@ -124,6 +125,9 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
     pad = tok.token_to_id("<|endoftext|>")
     val_batches = make_batches(val_rows, args.batch_tokens, np.random.default_rng(1), pad)[:args.val_batches]
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    # Training steps only: validation runs eager, so eval mode never costs a second compile.
+    # Shapes vary from batch to batch (length buckets), hence dynamic.
+    backbone = torch.compile(model.model, dynamic=True) if args.compile else None
 
     def val_loss() -> float:
         model.eval()
@@ -136,6 +140,13 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
                 cnt += n
         model.train()
         return tot / max(cnt, 1)
+
+    def forward_backward(ids, lab, bb):
+        opt.zero_grad(set_to_none=True)
+        with amp:
+            loss = loss_on(model, ids, lab, args.first_weight, bb)
+        loss.backward()
+        return loss
 
     total = args.steps or 10**9
     step, epoch, t0 = 0, 0, time.time()
@@ -162,10 +173,14 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
                 g["lr"] = lr_at(step, total if total < 10**9 else 10**6, args.lr, args.warmup)
             ids = torch.from_numpy(ids_np).to(dev, non_blocking=True)
             lab = torch.from_numpy(lab_np).to(dev, non_blocking=True)
-            with amp:
-                loss = loss_on(model, ids, lab, args.first_weight)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+            try:
+                loss = forward_backward(ids, lab, backbone)
+            except Exception as e:  # noqa: BLE001 - a compiler failure must not cost the run
+                if backbone is None or step > 1:  # the compiles happen on the first two shapes
+                    raise
+                log({"event": "compile_failed", "error": f"{type(e).__name__}: {str(e)[:300]}"})
+                backbone = None
+                loss = forward_backward(ids, lab, None)
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             tokens += ids_np.size
@@ -292,6 +307,8 @@ def main(argv=None) -> None:
                     help="dropout on the input embeddings (training only)")
     ap.add_argument("--first-weight", type=float, default=1.0,
                     help="weight of each assistant turn's first trained token in the loss (1: plain mean)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the blocks for the training steps (falls back to eager if it fails)")
     ap.add_argument("--steps", type=int, default=3500, help="fixed step count (0: derive from --time-budget)")
     ap.add_argument("--time-budget", type=float, default=320.0, help="seconds of training when --steps is 0")
     ap.add_argument("--plain-repeat", type=int, default=3, help="copies of the plain-text rows per epoch")
