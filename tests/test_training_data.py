@@ -436,3 +436,39 @@ def test_compiled_blocks_give_the_eager_loss_and_gradients():
         torch.testing.assert_close(l1, l0, rtol=1e-5, atol=1e-6)
         for a, b in zip(g1, g0):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_encoding_by_parts_gives_the_whole_texts_tokens_and_mask(tmp_path):
+    """encode_conversations cuts each conversation after newline runs and encodes a recurring
+    part once; the rows must be exactly the whole rendered text's ids and trained mask, for
+    both tokenizer styles, and for a tokenizer whose merges cross those cuts (the check on
+    the first conversations sends it down the whole-text path)."""
+    import numpy as np
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from training import tokenizer as recipe
+    from training.dataset import _conv_text, _cuts_hold, _pieces, _row, encode_conversations
+
+    datagen.generate(tmp_path / "data", seed=7, n_train=400, n_val=10)
+    path = tmp_path / "data" / "train.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    texts = list(recipe.corpus(tmp_path / "data", [], limit=400))
+    glued = Tokenizer(models.BPE())  # no regex split: merges may run across a newline
+    glued.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    glued.decoder = decoders.ByteLevel()
+    glued.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=1500, special_tokens=recipe.SPECIAL + recipe.TAGS, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    for name, tok in (("bare", recipe.train_tokenizer(texts, 900, "bare")),
+                      ("qwen", recipe.train_tokenizer(texts, 900, "qwen")), ("glued", glued)):
+        added = tuple(t.content for t in tok.get_added_tokens_decoder().values())
+        pieces = [_pieces(json.loads(line), added) for line in lines]
+        assert sum(p is None for p in pieces) < len(lines) / 50, name  # nearly all take the fast path
+        assert _cuts_hold(tok, lines[:64], pieces[:64]) == (name != "glued"), name
+        rows, dropped = encode_conversations(tok, path, max_len=700)
+        want = [_row(tok.encode(t, add_special_tokens=False), t, s) for t, s in map(_conv_text, map(json.loads, lines))]
+        kept = [w for w in want if len(w[0]) <= 700]
+        assert dropped == len(want) - len(kept) > 0, name
+        assert len(rows) == len(kept)
+        for (ids, mask), (ids0, mask0) in zip(rows, kept):
+            assert ids.dtype == np.int32 and np.array_equal(ids, ids0) and np.array_equal(mask, mask0), name

@@ -1,13 +1,15 @@
 """Tokenize conversations and plain text into (ids, trained-mask) rows, and batch them.
 
 Only assistant-written text is trained in conversations (mask from the renderer's
-segments mapped through token offsets); plain text is trained everywhere.
+segments, per part or through token offsets); plain text is trained everywhere.
 """
 from __future__ import annotations
 
 import json
 import multiprocessing
 import os
+import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -25,30 +27,91 @@ def _conv_text(c: dict) -> tuple[str, list[tuple[int, int]]]:
     return "".join(text), spans
 
 
-def _render_line(line: str) -> tuple[str, list[tuple[int, int]]]:
-    return _conv_text(json.loads(line))
+# Where a text can be cut without changing its tokens: after a newline run that a non-space
+# follows. Every alternative of the pre-tokenizer's regex (tokenizer.STYLES) ends a match at
+# the last newline of a run, and BPE never merges across pre-tokens, so the tokens of the
+# parts are the tokens of the whole. Added tokens (<|im_end|>, <tool_call>...) are cut points
+# of their own: the tokenizer splits them out before anything else.
+_CUT = re.compile(r"(?<=\n)(?=\S)")
+
+
+def _pieces(c: dict, added: tuple[str, ...]) -> list[tuple[str, bool]] | None:
+    """The rendered conversation as (piece, trained) parts cut where tokens cannot straddle,
+    or None where two segments meet at a point that is not such a cut (then the whole
+    text is encoded at once)."""
+    segs = [(t, tr) for t, tr in render_segments(c["messages"], c["tools"] or None) if t]
+    for (a, _), (b, _) in zip(segs, segs[1:]):
+        if not ((a.endswith("\n") and not b[0].isspace()) or a.endswith(added) or b.startswith(added)):
+            return None
+    return [(piece, tr) for t, tr in segs for piece in _CUT.split(t)]
+
+
+def _pieces_line(job: tuple[str, tuple[str, ...]]) -> list[tuple[str, bool]] | tuple[str, list]:
+    c = json.loads(job[0])
+    return _pieces(c, job[1]) or _conv_text(c)
+
+
+def _row(enc, text: str, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, mask) of a whole text's encoding: a token is trained if it starts inside a span."""
+    charmask = np.zeros(len(text) + 1, dtype=bool)
+    for a, b in spans:
+        charmask[a:b] = True
+    starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.ids))
+    return np.asarray(enc.ids, dtype=np.int32), charmask[starts]
+
+
+def _cuts_hold(tok, lines: list[str], rendered: list) -> bool:
+    """Whether encoding by parts gives the whole text's tokens and mask on these conversations."""
+    for line, c in zip(lines, rendered):
+        if isinstance(c, list):
+            text, spans = _conv_text(json.loads(line))
+            ids, mask = _row(tok.encode(text, add_special_tokens=False), text, spans)
+            parts = [np.asarray(tok.encode(p, add_special_tokens=False).ids, dtype=np.int32) for p, _ in c]
+            flags = np.repeat([tr for _, tr in c], [len(x) for x in parts]).astype(bool)
+            if not (np.array_equal(np.concatenate(parts), ids) and np.array_equal(flags, mask)):
+                return False
+    return True
 
 
 def encode_conversations(tok, path: Path, max_len: int, chunk: int = 4096) -> tuple[list, int]:
-    """Rows (ids int32, mask bool) from a jsonl file; returns (rows, number dropped as too long)."""
+    """Rows (ids int32, mask bool) from a jsonl file; returns (rows, number dropped as too long).
+
+    Most of a conversation's tokens are its tool schemas and the fixed prompt text, which
+    recur across conversations, so each conversation is cut into parts at points where the
+    tokens of the parts are those of the whole (_CUT), and a part seen twice is encoded once."""
     rows, dropped = [], 0
     with open(path) as f:
         lines = f.readlines()
+    added = tuple(t.content for t in tok.get_added_tokens_decoder().values())
     # rendering is pure Python: spread it over the cores (tokenizers already threads the encoding)
     with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
-        rendered = pool.map(_render_line, lines, chunksize=512)
+        rendered = pool.map(_pieces_line, [(line, added) for line in lines], chunksize=512)
+    if not _cuts_hold(tok, lines[:64], rendered[:64]):  # a tokenizer whose pre-tokenizer cuts elsewhere
+        rendered = [_conv_text(json.loads(line)) for line in lines]
+    cache: dict[str, np.ndarray] = {}
     for i in range(0, len(lines), chunk):
         convs = rendered[i:i + chunk]
-        encs = tok.encode_batch([t for t, _ in convs], add_special_tokens=False)
-        for (text, spans), enc in zip(convs, encs):
-            if len(enc.ids) > max_len:
+        counts = Counter(p for c in convs if isinstance(c, list) for p, _ in c)
+        new = [p for p in counts if p not in cache]
+        fresh = dict(zip(new, (np.asarray(e.ids, dtype=np.int32)
+                               for e in tok.encode_batch(new, add_special_tokens=False))))
+        for p in new:  # keep what recurs; one-off parts (most user turns) are dropped after this chunk
+            if counts[p] > 1:
+                cache[p] = fresh[p]
+        whole = [c for c in convs if not isinstance(c, list)]
+        whole_encs = iter(tok.encode_batch([t for t, _ in whole], add_special_tokens=False))
+        for c in convs:
+            if isinstance(c, list):
+                parts = [cache[p] if p in cache else fresh[p] for p, _ in c]
+                ids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+                mask = np.repeat(np.fromiter((tr for _, tr in c), dtype=bool, count=len(c)),
+                                 [len(x) for x in parts])
+            else:
+                ids, mask = _row(next(whole_encs), *c)
+            if len(ids) > max_len:
                 dropped += 1
                 continue
-            charmask = np.zeros(len(text) + 1, dtype=bool)
-            for a, b in spans:
-                charmask[a:b] = True
-            starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.ids))
-            rows.append((np.asarray(enc.ids, dtype=np.int32), charmask[starts]))
+            rows.append((ids, mask))
     return rows, dropped
 
 
