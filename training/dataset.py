@@ -60,15 +60,20 @@ def _row(enc, text: str, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.n
     return np.asarray(enc.ids, dtype=np.int32), charmask[starts]
 
 
+def _joined(pieces: list[tuple[str, bool]], ids: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, mask) of a conversation from its parts' ids: a part's tokens share its trained flag."""
+    flags = np.fromiter((tr for _, tr in pieces), dtype=bool, count=len(pieces))
+    return np.concatenate(ids), np.repeat(flags, [len(x) for x in ids])
+
+
 def _cuts_hold(tok, lines: list[str], rendered: list) -> bool:
     """Whether encoding by parts gives the whole text's tokens and mask on these conversations."""
     for line, c in zip(lines, rendered):
         if isinstance(c, list):
             text, spans = _conv_text(json.loads(line))
             ids, mask = _row(tok.encode(text, add_special_tokens=False), text, spans)
-            parts = [np.asarray(tok.encode(p, add_special_tokens=False).ids, dtype=np.int32) for p, _ in c]
-            flags = np.repeat([tr for _, tr in c], [len(x) for x in parts]).astype(bool)
-            if not (np.array_equal(np.concatenate(parts), ids) and np.array_equal(flags, mask)):
+            got = _joined(c, [np.asarray(tok.encode(p, add_special_tokens=False).ids, dtype=np.int32) for p, _ in c])
+            if not (np.array_equal(got[0], ids) and np.array_equal(got[1], mask)):
                 return False
     return True
 
@@ -102,10 +107,7 @@ def encode_conversations(tok, path: Path, max_len: int, chunk: int = 4096) -> tu
         whole_encs = iter(tok.encode_batch([t for t, _ in whole], add_special_tokens=False))
         for c in convs:
             if isinstance(c, list):
-                parts = [cache[p] if p in cache else fresh[p] for p, _ in c]
-                ids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
-                mask = np.repeat(np.fromiter((tr for _, tr in c), dtype=bool, count=len(c)),
-                                 [len(x) for x in parts])
+                ids, mask = _joined(c, [cache[p] if p in cache else fresh[p] for p, _ in c])
             else:
                 ids, mask = _row(next(whole_encs), *c)
             if len(ids) > max_len:

@@ -22,6 +22,7 @@ data=(--max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 
       --compose 0.35 --resid-dropout 0.1 --no-preflight)
 mix=(--mix 0.40,0.22,0.10,0.08,0.20)      # stage 18/19's shares (single, multi, oos, missing, chat)
 refusals=(--mix 0.34,0.20,0.12,0.14,0.20)
+missing=(--mix 0.30,0.18,0.12,0.22,0.18)  # missing-tool requests at 22%
 
 stage() {  # stage NAME [training.train flags]; runs the code of $tree
     local n=$1
@@ -55,13 +56,13 @@ worktree f0db154  # --first-weight; the training code is otherwise b1-b3's
 # b4: session 21's eB, more refusals in the mix (388; eA with b3's mix: 371)
 stage b4 "${refusals[@]}" --seed 415 --init "$out/b3/model" --steps 1305 --lr 1e-3 --warmup 100 --n-train 160000
 # b5: the mean of fA (missing-tool requests at 22%) and fB (first tokens weighted 8): 430 (fA 424, fB 414)
-stage b5a --mix 0.30,0.18,0.12,0.22,0.18 --seed 417 --init "$out/b4/model" --steps 1398 --lr 1e-3 --warmup 100 \
+stage b5a "${missing[@]}" --seed 417 --init "$out/b4/model" --steps 1398 --lr 1e-3 --warmup 100 \
     --n-train 160000
 stage b5b "${refusals[@]}" --first-weight 8 --seed 419 --init "$out/b4/model" --steps 1377 --lr 1e-3 --warmup 100 \
     --n-train 160000
 soup b5 b5a/model b5b/model
 # b6: session 21's gA, first tokens weighted 4 on b5a's mix: 504, missing-tool refusals 84 of 87
 # (gB, the same at lr 8e-4 without the weight: 485, 73 of 87; their soup 500)
-stage b6 --mix 0.30,0.18,0.12,0.22,0.18 --first-weight 4 --seed 421 --init "$out/b5/model" --steps 1047 --lr 1e-3 \
+stage b6 "${missing[@]}" --first-weight 4 --seed 421 --init "$out/b5/model" --steps 1047 --lr 1e-3 \
     --warmup 100 --n-train 120000
 echo "the latest checkpoint: $out/b6/model (training/lineage/b/ holds the committed copy)"
