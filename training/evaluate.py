@@ -59,8 +59,10 @@ def load(model_dir: Path, device: str):
     return tok, model
 
 
-def generate(tok, model, prompts: list[str], max_new_tokens: int = 160, batch_size: int = 64) -> list[str]:
-    """Greedy continuations (special tokens kept, cut at <|im_end|>), in input order."""
+def generate(tok, model, prompts: list[str], max_new_tokens: int = 160, batch_size: int = 64,
+             beams: int = 1) -> list[str]:
+    """Greedy continuations (special tokens kept, cut at <|im_end|>), in input order.
+    With beams > 1, beam search with no length penalty: the most probable whole answer."""
     import torch
 
     eos = [tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")]
@@ -71,8 +73,9 @@ def generate(tok, model, prompts: list[str], max_new_tokens: int = 160, batch_si
         enc = tok([prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
         enc = {k: v.to(model.device) for k, v in enc.items()}
         with torch.no_grad():
+            beam = {"num_beams": beams, "length_penalty": 0.0} if beams > 1 else {}
             gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
-                                 pad_token_id=eos[1])
+                                 pad_token_id=eos[1], **beam)
         for i, row in zip(idx, gen[:, enc["input_ids"].shape[1]:]):
             out[i] = reply_text(tok, row)
     return out
@@ -84,10 +87,12 @@ def reply_text(tok, ids) -> str:
 
 
 def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int | None = None,
-             batch_size: int = 64, max_new_tokens: int = 160, ensemble: list[Path] | None = None) -> dict:
+             batch_size: int = 64, max_new_tokens: int = 160, ensemble: list[Path] | None = None,
+             beams: int = 1, category: str | None = None) -> dict:
     """Accuracy per category on the test split, and every example (up to 2000) with its expected answer.
     With ``ensemble``, those checkpoints decode together with ``model_dir`` from their mean
-    log-probabilities (training.ensemble)."""
+    log-probabilities (training.ensemble); ``beams`` > 1 decodes by beam search instead of
+    greedily, and ``category`` keeps that category's conversations only (after ``limit``)."""
     tok, model = load(model_dir, device)
     rows = [json.loads(line) for line in open(test_path)]
     if limit:  # keep every category represented
@@ -96,6 +101,8 @@ def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int |
         for cat in dict.fromkeys(r["category"] for r in rows):
             kept += [r for r in rows if r["category"] == cat][:per]
         rows = kept
+    if category:
+        rows = [r for r in rows if r["category"] == category]
     prompts, targets = [], []
     for r in rows:
         msgs = r["messages"]
@@ -110,7 +117,7 @@ def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int |
         models = [model] + [load(m, device)[1] for m in ensemble]
         texts = generate_ensemble(tok, models, prompts, max_new_tokens, batch_size)
     else:
-        texts = generate(tok, model, prompts, max_new_tokens, batch_size)
+        texts = generate(tok, model, prompts, max_new_tokens, batch_size, beams)
     secs = time.time() - t0
     res: dict = {"n": len(rows), "generate_seconds": round(secs, 1), "device": device, "by_category": {}}
     examples = []
@@ -144,10 +151,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="write the full result JSON here")
     ap.add_argument("--ensemble", type=Path, nargs="*", default=None,
                     help="more checkpoints that decode with --model from the mean log-probabilities")
+    ap.add_argument("--beams", type=int, default=1, help="beam search with this many beams (1: greedy)")
+    ap.add_argument("--category", default=None, choices=["single", "multi", "oos", "missing", "chat"],
+                    help="score this category's conversations only")
     a = ap.parse_args()
+    if a.ensemble and a.beams > 1:
+        ap.error("--beams works on one checkpoint, not with --ensemble")
     import torch
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    res = evaluate(a.model, a.data / f"{a.split}.jsonl", device, a.limit, ensemble=a.ensemble)
+    res = evaluate(a.model, a.data / f"{a.split}.jsonl", device, a.limit, ensemble=a.ensemble, beams=a.beams,
+                   category=a.category)
     if a.out:
         a.out.write_text(json.dumps(res, indent=1))
     print(json.dumps({k: v for k, v in res.items() if k != "examples"}, indent=1))

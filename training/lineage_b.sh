@@ -7,9 +7,10 @@
 #   training/lineage_b.sh OUTDIR
 # Each stage continues the previous one's checkpoint; a stage whose checkpoint exists is
 # skipped. The stages ran with time budgets on one H200 shared by two runs (~0.21 s a step);
-# here they run the step counts those budgets gave. The latest stage's checkpoint is
+# here they run the step counts those budgets gave. b6's checkpoint is
 # committed (training/lineage/b/), so a session continues from it without this script.
-# Needs a CUDA GPU (about 35 minutes on one H200) and the packages of requirements-test.txt.
+# Needs a CUDA GPU (about an hour on one H200 for the 12100 steps of b1-b7) and the packages
+# of requirements-test.txt.
 set -euo pipefail
 out=$(realpath -m "${1:?usage: training/lineage_b.sh OUTDIR}")
 repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
@@ -23,6 +24,7 @@ data=(--max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 
 mix=(--mix 0.40,0.22,0.10,0.08,0.20)      # stage 18/19's shares (single, multi, oos, missing, chat)
 refusals=(--mix 0.34,0.20,0.12,0.14,0.20)
 missing=(--mix 0.30,0.18,0.12,0.22,0.18)  # missing-tool requests at 22%
+between=(--mix 0.34,0.22,0.12,0.16,0.16)
 
 stage() {  # stage NAME [training.train flags]; runs the code of $tree
     local n=$1
@@ -65,4 +67,11 @@ soup b5 b5a/model b5b/model
 # (gB, the same at lr 8e-4 without the weight: 485, 73 of 87; their soup 500)
 stage b6 "${missing[@]}" --first-weight 4 --seed 421 --init "$out/b5/model" --steps 1047 --lr 1e-3 \
     --warmup 100 --n-train 120000
-echo "the latest checkpoint: $out/b6/model (training/lineage/b/ holds the committed copy)"
+# b7 (session 22): the mean of iA (a mix between the two) and iB (b5a's mix), both at lr 7e-4: 513
+# (iA 504, iB 509). Not committed: continuing from it gave 509 / 500 and a soup of 511.
+stage b7a "${between[@]}" --first-weight 4 --seed 427 --init "$out/b6/model" --steps 1428 --lr 7e-4 \
+    --warmup 100 --n-train 160000
+stage b7b "${missing[@]}" --first-weight 4 --seed 429 --init "$out/b6/model" --steps 1426 --lr 7e-4 \
+    --warmup 100 --n-train 160000
+soup b7 b7a/model b7b/model
+echo "the latest checkpoint: $out/b7/model (training/lineage/b/ holds b6, the last one committed)"
