@@ -54,14 +54,15 @@ def _lists(stress: float) -> dict:
                                      "_tokens": None, "_vocab": ["alpha", "beta", "gamma"]}
 
 
+@pytest.mark.parametrize("more", [False, True])
 @pytest.mark.parametrize("stress", [0.0, 1.0])
 @pytest.mark.parametrize("tool", list(TOOLS))
-def test_composed_requests_make_valid_calls_with_whole_values(tool, stress):
+def test_composed_requests_make_valid_calls_with_whole_values(tool, stress, more):
     lists = _lists(stress)
     params = TOOLS[tool]["function"]["parameters"]
     rng = random.Random(list(TOOLS).index(tool) * 10 + int(stress))
     for i in range(150):
-        text, args = compose.fill(tool, rng, lists, lead=i % 3 != 0, tail=i % 4 != 0)
+        text, args = compose.fill(tool, rng, lists, lead=i % 3 != 0, tail=i % 4 != 0, more=more)
         assert not re.search(r"[{}<>()\[\]?]", text), text
         assert set(params["required"]) <= set(args) <= set(params["properties"]), (text, args)
         for k, v in args.items():
@@ -91,16 +92,40 @@ def test_arguments_are_exactly_the_slots_said():
                                          "get_directions"}
 
 
-def test_composed_surfaces_are_never_held_out():
+def _held() -> set[str]:
     held = set()
     for tool in TOOLS:
         for p in _held_out(tool):
             held.update(_normalised(x) for x in phrasing.expand(_text(p)))
+    return held
+
+
+@pytest.mark.parametrize("more", [False, True])
+def test_composed_surfaces_are_never_held_out(more):
+    held = _held()
     rng = random.Random(17)
     for tool in TOOLS:
         for i in range(300):
-            tpl, _ = compose.template(tool, rng, lead=i % 2 == 0, tail=i % 3 == 0)
+            tpl, _ = compose.template(tool, rng, lead=i % 2 == 0, tail=i % 3 == 0, more=more)
             assert _normalised(tpl) not in held, (tool, tpl)
+
+
+def test_more_frames_are_new_and_no_held_out_structure():
+    """MORE's verb phrases add cores, none of them a held-out surface, so none is only ever
+    drawn again; and turning them on changes the training split alone."""
+    held = _held()
+    for tool in TOOLS:
+        base, more = compose.cores(tool), compose.cores(tool, more=True)
+        assert len(more) > len(base) and base < more, tool
+        assert not {_normalised(c) for c in more - base} & held, tool
+        assert compose.structure_count(tool, more=True) > compose.structure_count(tool)
+
+
+def test_more_frames_change_training_only(tmp_path):
+    base = _gen(tmp_path / "base", compose=0.5)
+    more = _gen(tmp_path / "more", compose=0.5, more_frames=True)
+    assert more["val"] == base["val"] and more["test"] == base["test"]
+    assert more["train"] != base["train"]
 
 
 def test_many_distinct_structures_per_tool():

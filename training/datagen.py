@@ -180,7 +180,8 @@ def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) 
     for i, it in enumerate(intents):
         if L.get("_compose") and rng.random() < L["_compose"]:  # training only; no draw when off
             # a lead-in only before the first request, a trailing modifier only after the last
-            text, args = composer.fill(it, rng, L, lead=i == 0, tail=i == len(intents) - 1)
+            text, args = composer.fill(it, rng, L, lead=i == 0, tail=i == len(intents) - 1,
+                                       more=L.get("_compose_more", False))
         else:
             text, args = fill(it, rng, L, split)
         cores.append(text)
@@ -340,7 +341,7 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
              noise: float = 0.0, mix: tuple | None = None, turns: tuple | None = None,
              token_words: list[str] | None = None, phrase: float = 0.0, context: float = 0.0,
              stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0, drill: float = 0.0,
-             drill_style: str = "names", casefold: float = 0.0) -> dict:
+             drill_style: str = "names", casefold: float = 0.0, more_frames: bool = False) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
@@ -352,6 +353,7 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
     validation (0.6, the published split; 0 draws validation like test, e.g. for a probe).
     compose: share of training single- and multi-call requests given a composed structure
     (compose.py) instead of a pattern; 0 (default) makes no draw, so all splits stay as before.
+    more_frames: composed structures draw from compose.MORE's verb phrases too.
     drill: share of training conversations that are structure-only drills (drill_conversation:
     request -> call exchanges without the tool schemas; drill_style "names" or "none"); 0
     (default) makes no draw, and validation and test never get one.
@@ -375,6 +377,7 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         lists[s]["_phrase"] = phrase if s == "train" else 0.0  # function words inside invented values
         lists[s]["_context"] = context if s == "train" else 0.0  # a clause before the request
         lists[s]["_compose"] = compose if s == "train" else 0.0  # composed structures (compose.py)
+        lists[s]["_compose_more"] = more_frames
         lists[s]["_stress"] = stress if s == "train" else 0.0  # boundary-stress values (train_entities.py)
         lists[s]["_drill"] = drill if s == "train" else 0.0  # schema-free request -> call drills
         lists[s]["_drill_style"] = drill_style

@@ -308,7 +308,8 @@ def main(argv=None) -> None:
     ap.add_argument("--first-weight", type=float, default=1.0,
                     help="weight of each assistant turn's first trained token in the loss (1: plain mean)")
     ap.add_argument("--compile", action="store_true",
-                    help="torch.compile the blocks for the training steps (falls back to eager if it fails)")
+                    help="torch.compile the blocks for the training steps (falls back to eager if it fails); "
+                         "on the H200 its compiles cost more than they saved in runs of ~1500 steps (session 22)")
     ap.add_argument("--steps", type=int, default=3500, help="fixed step count (0: derive from --time-budget)")
     ap.add_argument("--time-budget", type=float, default=320.0, help="seconds of training when --steps is 0")
     ap.add_argument("--plain-repeat", type=int, default=3, help="copies of the plain-text rows per epoch")
@@ -332,6 +333,8 @@ def main(argv=None) -> None:
                     help="share of training requests after a clause that carries no argument")
     ap.add_argument("--compose", type=float, default=0.0,
                     help="share of training tool requests built compositionally (training/compose.py) instead of from a pattern")
+    ap.add_argument("--more-frames", action="store_true",
+                    help="composed requests use compose.MORE's verb phrases too (session 22; with --compose)")
     ap.add_argument("--drill", type=_share, default=0.0,
                     help="share of training conversations that are structure-only drills: request -> call "
                          "exchanges without the tool schemas (datagen.drill_conversation)")
@@ -383,7 +386,7 @@ def main(argv=None) -> None:
                      and len(p.lstrip("Ġ")) >= 2})
     stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None,
                              front=args.front, noise=args.noise, synth=args.synth, mix=args.mix, turns=args.turns,
-                             phrase=args.phrase, context=args.context, compose=args.compose,
+                             phrase=args.phrase, context=args.context, compose=args.compose, more_frames=args.more_frames,
                              drill=args.drill, drill_style=args.drill_style, casefold=args.casefold)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
