@@ -56,18 +56,28 @@ def sh(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
 
 
+# Runs argv[2:] as its own child and writes that child's peak RSS (wait4) to the file argv[1].
+# A child exec'd straight from this process would not do: on exec Linux carries the old
+# address space's high-water mark into ru_maxrss, so it would report this process's peak
+# (several GB after making a 1B checkpoint), not its own. The runner's is ~10 MB.
+_RUNNER = ("import os, subprocess, sys\n"
+           "p = subprocess.Popen(sys.argv[2:])\n"
+           "_, status, usage = os.wait4(p.pid, 0)\n"
+           "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+           "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
 def timed_child(cmd: list[str], env=None) -> tuple[str, float]:
-    """Run a command; return its stdout and its own peak RSS in MB (from wait4's rusage)."""
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    """Run a command; return its stdout and its own peak RSS in MB (wait4's, through _RUNNER)."""
+    with tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        proc = subprocess.run([sys.executable, "-c", _RUNNER, rss.name, *cmd], stdout=subprocess.PIPE,
+                              stderr=err, text=True, env=env)
         if proc.returncode:
             err.seek(0)
             tail = err.read().strip().splitlines()[-1:]
             raise RuntimeError(f"{os.path.basename(cmd[0])} {' '.join(cmd[1:4])}... failed: {tail}")
-    return out, usage.ru_maxrss / 1024.0
+        peak = int(rss.read() or 0)
+    return proc.stdout, peak / (1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0)  # bytes on macOS
 
 
 # --- llama.cpp ----------------------------------------------------------------------------
