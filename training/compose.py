@@ -226,9 +226,9 @@ MORE: dict[str, list] = {
         _F("(kill|cut) the (sound|audio)", const={"level": 0})],
     "set_do_not_disturb": [
         _F("(silence|hush) my (phone|notifications)", const=DND_ON), _F("(block|hold) (all|my) notifications", const=DND_ON),
-        _F("I don't want to be (bothered|interrupted)", const=DND_ON), _F("(allow|let) notifications (again|through)",
-                                                                       const=DND_OFF),
-        _F("(end|leave|exit) <dnd>", const=DND_OFF), _F("I'm (available|reachable) again", const=DND_OFF)],
+        _F("I don't want to be (bothered|interrupted)", const=DND_ON),
+        _F("(allow|let) notifications (again|through)", const=DND_OFF), _F("(end|leave|exit) <dnd>", const=DND_OFF),
+        _F("I'm (available|reachable) again", const=DND_OFF)],
     "add_to_shopping_list": [
         _F("(include|list) {items} on the <shopping>"), _F("(write|jot) {items} on the <shopping>"),
         _F("I (must|have to) buy {items}, (add|put) (it|them) on the <shopping>"),

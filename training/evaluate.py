@@ -66,6 +66,7 @@ def generate(tok, model, prompts: list[str], max_new_tokens: int = 160, batch_si
     import torch
 
     eos = [tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")]
+    beam = {"num_beams": beams, "length_penalty": 0.0} if beams > 1 else {}
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     out: list[str] = [""] * len(prompts)
     for s in range(0, len(order), batch_size):
@@ -73,7 +74,6 @@ def generate(tok, model, prompts: list[str], max_new_tokens: int = 160, batch_si
         enc = tok([prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
         enc = {k: v.to(model.device) for k, v in enc.items()}
         with torch.no_grad():
-            beam = {"num_beams": beams, "length_penalty": 0.0} if beams > 1 else {}
             gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
                                  pad_token_id=eos[1], **beam)
         for i, row in zip(idx, gen[:, enc["input_ids"].shape[1]:]):
