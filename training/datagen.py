@@ -363,29 +363,9 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
     if drill_style not in DRILL_STYLES:
         raise ValueError(f"drill_style must be one of {DRILL_STYLES}, got {drill_style!r}")
     out.mkdir(parents=True, exist_ok=True)
-    lists = split_lists()
-    draws = legacy_oos_draws()
-    for s in lists:
-        lists[s]["languages"] = LANGUAGES  # closed class: shared by all splits
-        lists[s]["_oos_draws"] = draws[s]
-        # invented names and word salad only where we train and tune, never in test
-        # (validation keeps the default share, so runs with other --synth stay comparable on it)
-        lists[s]["_synth"] = {"train": synth, "val": val_synth, "test": 0.0}[s]
-        lists[s]["_tokens"] = token_words if s != "test" else None
-        lists[s]["_front"] = front if s == "train" else 0.0  # fronted time/day/place adjuncts
-        lists[s]["_noise"] = noise if s == "train" else 0.0  # word-noise drill: training only
-        lists[s]["_phrase"] = phrase if s == "train" else 0.0  # function words inside invented values
-        lists[s]["_context"] = context if s == "train" else 0.0  # a clause before the request
-        lists[s]["_compose"] = compose if s == "train" else 0.0  # composed structures (compose.py)
-        lists[s]["_compose_more"] = more_frames
-        lists[s]["_stress"] = stress if s == "train" else 0.0  # boundary-stress values (train_entities.py)
-        lists[s]["_drill"] = drill if s == "train" else 0.0  # schema-free request -> call drills
-        lists[s]["_drill_style"] = drill_style
-        lists[s]["_casefold"] = casefold if s == "train" else 0.0  # capitalised values in requests
-        lists[s]["_mix"] = mix if s == "train" else None
-        lists[s]["_turns"] = turns if s == "train" else None
-        lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"
-                                     for x in v for w in x.lower().split() if w.isalpha()})
+    lists = prepared_lists(synth=synth, front=front, noise=noise, mix=mix, turns=turns, token_words=token_words,
+                           phrase=phrase, context=context, stress=stress, val_synth=val_synth, compose=compose,
+                           drill=drill, drill_style=drill_style, casefold=casefold, more_frames=more_frames)
     stats = {}
     for si, split in enumerate(("train", "val", "test")):
         rng = random.Random(seed * 1000 + si)
@@ -409,6 +389,38 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
         if drill and split == "train":
             stats[split]["drill"] = sum(1 for _, _, d in rows if d)
     return stats
+
+
+def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, mix: tuple | None = None,
+                   turns: tuple | None = None, token_words: list[str] | None = None, phrase: float = 0.0,
+                   context: float = 0.0, stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0,
+                   drill: float = 0.0, drill_style: str = "names", casefold: float = 0.0,
+                   more_frames: bool = False) -> dict:
+    """Each split's entity lists with the drawing options of :func:`generate` (same meanings)."""
+    lists = split_lists()
+    draws = legacy_oos_draws()
+    for s in lists:
+        lists[s]["languages"] = LANGUAGES  # closed class: shared by all splits
+        lists[s]["_oos_draws"] = draws[s]
+        # invented names and word salad only where we train and tune, never in test
+        # (validation keeps the default share, so runs with other --synth stay comparable on it)
+        lists[s]["_synth"] = {"train": synth, "val": val_synth, "test": 0.0}[s]
+        lists[s]["_tokens"] = token_words if s != "test" else None
+        lists[s]["_front"] = front if s == "train" else 0.0  # fronted time/day/place adjuncts
+        lists[s]["_noise"] = noise if s == "train" else 0.0  # word-noise drill: training only
+        lists[s]["_phrase"] = phrase if s == "train" else 0.0  # function words inside invented values
+        lists[s]["_context"] = context if s == "train" else 0.0  # a clause before the request
+        lists[s]["_compose"] = compose if s == "train" else 0.0  # composed structures (compose.py)
+        lists[s]["_compose_more"] = more_frames
+        lists[s]["_stress"] = stress if s == "train" else 0.0  # boundary-stress values (train_entities.py)
+        lists[s]["_drill"] = drill if s == "train" else 0.0  # schema-free request -> call drills
+        lists[s]["_drill_style"] = drill_style
+        lists[s]["_casefold"] = casefold if s == "train" else 0.0  # capitalised values in requests
+        lists[s]["_mix"] = mix if s == "train" else None
+        lists[s]["_turns"] = turns if s == "train" else None
+        lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"
+                                     for x in v for w in x.lower().split() if w.isalpha()})
+    return lists
 
 
 def main() -> None:
