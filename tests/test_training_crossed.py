@@ -21,18 +21,16 @@ def _calls(path: Path) -> list[dict]:
 
 def test_each_crossing_takes_its_values_from_the_entity_split(tmp_path):
     counts = crossed(tmp_path, n=150, seed=1)
-    assert counts == {"train-train": 150, "train-test": 150, "test-train": 150, "test-test": 150}
-    lists = split_lists()
-    cities = {s: set(lists[s]["cities"]) for s in ("train", "test")}
-    assert not cities["train"] & cities["test"]
+    splits = ("train", "val", "test")
+    assert counts == {f"{t}-{e}": 150 for t in splits for e in splits}
+    cities = {s: set(split_lists()[s]["cities"]) for s in splits}
     for pair in counts:
         entities = pair.split("-")[1]
-        other = "test" if entities == "train" else "train"
         places = [c["arguments"]["location"] for c in _calls(tmp_path / pair / "val.jsonl")
                   if c["name"] == "get_weather" and "location" in c["arguments"]]
         assert places, pair  # weather requests with a city turn up in 150 draws
-        assert all(p in cities[entities] for p in places), pair
-        assert not any(p in cities[other] for p in places), pair
+        assert all(p in cities[entities] and not any(p in cities[o] for o in splits if o != entities)
+                   for p in places), pair
     again = crossed(tmp_path / "again", n=150, seed=1)  # reproducible from the seed
     assert again == counts
     for pair in counts:

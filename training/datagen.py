@@ -341,7 +341,8 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
              noise: float = 0.0, mix: tuple | None = None, turns: tuple | None = None,
              token_words: list[str] | None = None, phrase: float = 0.0, context: float = 0.0,
              stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0, drill: float = 0.0,
-             drill_style: str = "names", casefold: float = 0.0, more_frames: bool = False) -> dict:
+             drill_style: str = "names", casefold: float = 0.0, more_frames: bool = False,
+             doc_values: float = 0.0) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
@@ -359,13 +360,16 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
     (default) makes no draw, and validation and test never get one.
     casefold: share of training tool exchanges whose request says one copied lower-case value
     with a capital first letter (casefold_drill); 0 (default) makes no draw.
+    doc_values: share of training slot draws whose free-text lists are phrases of the standard
+    library's docstrings (doc_values.py); 0 (default) makes no draw.
     """
     if drill_style not in DRILL_STYLES:
         raise ValueError(f"drill_style must be one of {DRILL_STYLES}, got {drill_style!r}")
     out.mkdir(parents=True, exist_ok=True)
     lists = prepared_lists(synth=synth, front=front, noise=noise, mix=mix, turns=turns, token_words=token_words,
                            phrase=phrase, context=context, stress=stress, val_synth=val_synth, compose=compose,
-                           drill=drill, drill_style=drill_style, casefold=casefold, more_frames=more_frames)
+                           drill=drill, drill_style=drill_style, casefold=casefold, more_frames=more_frames,
+                           doc_values=doc_values)
     stats = {}
     for si, split in enumerate(("train", "val", "test")):
         rng = random.Random(seed * 1000 + si)
@@ -395,9 +399,14 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
                    turns: tuple | None = None, token_words: list[str] | None = None, phrase: float = 0.0,
                    context: float = 0.0, stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0,
                    drill: float = 0.0, drill_style: str = "names", casefold: float = 0.0,
-                   more_frames: bool = False) -> dict:
+                   more_frames: bool = False, doc_values: float = 0.0) -> dict:
     """Each split's entity lists with the drawing options of :func:`generate` (same meanings)."""
     lists = split_lists()
+    if doc_values:  # built before the lists gain their shared classes: held-out values only
+        from .doc_values import build_pools, held_out_values
+        from .plaintext import stdlib_docs
+        lists["train"]["_doc_pool"] = build_pools(stdlib_docs()["train"], held_out_values(lists))
+    lists["train"]["_doc_values"] = doc_values
     draws = legacy_oos_draws()
     for s in lists:
         lists[s]["languages"] = LANGUAGES  # closed class: shared by all splits

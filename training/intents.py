@@ -190,6 +190,9 @@ def context_clause(rng: random.Random, L: dict) -> str:
 
 def slot_values(rng: random.Random, L: dict) -> dict[str, tuple[str, dict]]:
     """Draw a value for every slot: surface text and the arguments it contributes."""
+    if L.get("_doc_values") and rng.random() < L["_doc_values"]:  # training split only (datagen)
+        from .doc_values import with_doc_values
+        L = with_doc_values(L, rng)
     L = _maybe_synth(L, rng)
     time_s, time_v = S.time_of_day(rng)
     day_s, day_v = S.day(rng)

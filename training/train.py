@@ -333,6 +333,8 @@ def main(argv=None) -> None:
                     help="share of training requests after a clause that carries no argument")
     ap.add_argument("--compose", type=float, default=0.0,
                     help="share of training tool requests built compositionally (training/compose.py) instead of from a pattern")
+    ap.add_argument("--doc-values", type=_share, default=0.0,
+                    help="share of training slot draws with docstring phrases as free-text values (doc_values.py)")
     ap.add_argument("--more-frames", action="store_true",
                     help="composed requests use compose.MORE's verb phrases too (session 22; with --compose)")
     ap.add_argument("--drill", type=_share, default=0.0,
@@ -387,6 +389,7 @@ def main(argv=None) -> None:
     stats = datagen.generate(out / "data", args.seed, args.n_train, token_words=pieces if args.copy_drill else None,
                              front=args.front, noise=args.noise, synth=args.synth, mix=args.mix, turns=args.turns,
                              phrase=args.phrase, context=args.context, compose=args.compose, more_frames=args.more_frames,
+                             doc_values=args.doc_values,
                              drill=args.drill, drill_style=args.drill_style, casefold=args.casefold)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
