@@ -16,7 +16,7 @@ import os
 import random
 from pathlib import Path
 
-from . import compose as composer  # not "compose": generate() has a share of that name
+from . import compose as composer  # not "compose": prepared_lists() has a share of that name
 from .intents import dealt, fill
 from .phrasing import realize
 from .lexicon import LANGUAGES, legacy_oos_draws, split_lists
@@ -337,13 +337,44 @@ def _entry(c: dict) -> tuple[str, str, bool]:
 EVAL_COUNTS = {"single": 600, "multi": 200, "oos": 100, "missing": 100, "chat": 200}
 
 
-def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, synth: float = 0.6, front: float = 0.0,
-             noise: float = 0.0, mix: tuple | None = None, turns: tuple | None = None,
-             token_words: list[str] | None = None, phrase: float = 0.0, context: float = 0.0,
-             stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0, drill: float = 0.0,
-             drill_style: str = "names", casefold: float = 0.0, more_frames: bool = False,
-             doc_values: float = 0.0) -> dict:
+def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_000, **options) -> dict:
     """Write train/val/test jsonl under `out`; returns counts per split and category.
+
+    ``options`` are :func:`prepared_lists`'s drawing options (synth, front, noise, ...).
+    """
+    lists = prepared_lists(**options)
+    out.mkdir(parents=True, exist_ok=True)
+    stats = {}
+    for si, split in enumerate(("train", "val", "test")):
+        rng = random.Random(seed * 1000 + si)
+        L = lists[split]
+        if split == "test":
+            rows = [_entry(conversation(rng, L, split, last=cat)) for cat, n in EVAL_COUNTS.items() for _ in range(n)]
+        elif split == "train" and n_train > _CHUNK:
+            # chunks with their own seeds, so generation spreads over the cores and stays reproducible
+            jobs = [(seed * 1000 + 100 + k, L, min(_CHUNK, n_train - k * _CHUNK))
+                    for k in range((n_train + _CHUNK - 1) // _CHUNK)]
+            with multiprocessing.get_context("fork").Pool(min(len(jobs), os.cpu_count() or 1)) as pool:
+                rows = [r for part in pool.map(_chunk, jobs) for r in part]
+        else:
+            rows = [_entry(conversation(rng, L, split)) for _ in range(n_train if split == "train" else n_val)]
+        with open(out / f"{split}.jsonl", "w") as f:
+            f.writelines(line for line, _, _ in rows)
+        cats: dict[str, int] = {}
+        for _, cat, _ in rows:
+            cats[cat] = cats.get(cat, 0) + 1
+        stats[split] = {"conversations": len(rows), "last_category": cats}
+        if lists["train"]["_drill"] and split == "train":
+            stats[split]["drill"] = sum(1 for _, _, d in rows if d)
+    return stats
+
+
+def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, mix: tuple | None = None,
+                   turns: tuple | None = None, token_words: list[str] | None = None, phrase: float = 0.0,
+                   context: float = 0.0, stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0,
+                   drill: float = 0.0, drill_style: str = "names", casefold: float = 0.0,
+                   more_frames: bool = False, doc_values: float = 0.0) -> dict:
+    """Each split's entity lists, carrying the options that say how :func:`generate` draws from them.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
     from them); test data never uses invented values. front, noise, phrase, context, mix
@@ -365,42 +396,6 @@ def generate(out: Path, seed: int = 0, n_train: int = 120_000, n_val: int = 2_00
     """
     if drill_style not in DRILL_STYLES:
         raise ValueError(f"drill_style must be one of {DRILL_STYLES}, got {drill_style!r}")
-    out.mkdir(parents=True, exist_ok=True)
-    lists = prepared_lists(synth=synth, front=front, noise=noise, mix=mix, turns=turns, token_words=token_words,
-                           phrase=phrase, context=context, stress=stress, val_synth=val_synth, compose=compose,
-                           drill=drill, drill_style=drill_style, casefold=casefold, more_frames=more_frames,
-                           doc_values=doc_values)
-    stats = {}
-    for si, split in enumerate(("train", "val", "test")):
-        rng = random.Random(seed * 1000 + si)
-        L = lists[split]
-        if split == "test":
-            rows = [_entry(conversation(rng, L, split, last=cat)) for cat, n in EVAL_COUNTS.items() for _ in range(n)]
-        elif split == "train" and n_train > _CHUNK:
-            # chunks with their own seeds, so generation spreads over the cores and stays reproducible
-            jobs = [(seed * 1000 + 100 + k, L, min(_CHUNK, n_train - k * _CHUNK))
-                    for k in range((n_train + _CHUNK - 1) // _CHUNK)]
-            with multiprocessing.get_context("fork").Pool(min(len(jobs), os.cpu_count() or 1)) as pool:
-                rows = [r for part in pool.map(_chunk, jobs) for r in part]
-        else:
-            rows = [_entry(conversation(rng, L, split)) for _ in range(n_train if split == "train" else n_val)]
-        with open(out / f"{split}.jsonl", "w") as f:
-            f.writelines(line for line, _, _ in rows)
-        cats: dict[str, int] = {}
-        for _, cat, _ in rows:
-            cats[cat] = cats.get(cat, 0) + 1
-        stats[split] = {"conversations": len(rows), "last_category": cats}
-        if drill and split == "train":
-            stats[split]["drill"] = sum(1 for _, _, d in rows if d)
-    return stats
-
-
-def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, mix: tuple | None = None,
-                   turns: tuple | None = None, token_words: list[str] | None = None, phrase: float = 0.0,
-                   context: float = 0.0, stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0,
-                   drill: float = 0.0, drill_style: str = "names", casefold: float = 0.0,
-                   more_frames: bool = False, doc_values: float = 0.0) -> dict:
-    """Each split's entity lists with the drawing options of :func:`generate` (same meanings)."""
     lists = split_lists()
     if doc_values:  # built before the lists gain their shared classes: held-out values only
         from .doc_values import build_pools, held_out_values

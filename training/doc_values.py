@@ -61,9 +61,7 @@ def build_pools(texts: Iterable[str], held_out: Iterable[str], seed: int = 0,
     pools = {}
     for name, (lo, hi) in SHAPES.items():
         found: set[str] = set()
-        for words in runs:
-            if len(words) < lo:
-                continue
+        for words in runs:  # every run has two words or more, the longest shape's floor
             n = rng.randint(lo, min(hi, len(words)))
             start = rng.randint(0, len(words) - n)
             span = words[start:start + n]

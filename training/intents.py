@@ -11,6 +11,7 @@ import random
 import string
 
 from . import surfaces as S
+from .doc_values import with_doc_values
 from .phrasing import front_adjunct, realize
 from .templates import PATTERNS
 from .train_entities import stress_values
@@ -191,7 +192,6 @@ def context_clause(rng: random.Random, L: dict) -> str:
 def slot_values(rng: random.Random, L: dict) -> dict[str, tuple[str, dict]]:
     """Draw a value for every slot: surface text and the arguments it contributes."""
     if L.get("_doc_values") and rng.random() < L["_doc_values"]:  # training split only (datagen)
-        from .doc_values import with_doc_values
         L = with_doc_values(L, rng)
     L = _maybe_synth(L, rng)
     time_s, time_v = S.time_of_day(rng)
