@@ -233,7 +233,7 @@ def test_drill_rows_are_schema_free_valid_calls(tmp_path, style):
     for kind, rows in (("drill", drills), ("plain", [c for c in convs if not c.get("drill")])):
         trained = total = 0
         for c in rows:
-            text, spans = _conv_text(c)
+            text, spans, _ = _conv_text(c)
             for a, b in spans:  # trained spans are assistant turns, never a prompt or a tool result
                 assert text[a - len("<|im_start|>assistant\n"):a] == "<|im_start|>assistant\n"
                 assert "<|im_start|>" not in text[a:b] and text[a:b].endswith("<|im_end|>")
@@ -243,7 +243,7 @@ def test_drill_rows_are_schema_free_valid_calls(tmp_path, style):
     assert share["drill"] > 2.5 * share["plain"], share
     for c in drills:
         assert c["tools"] == [] and c["category"] in ("single", "multi")
-        text, _ = _conv_text(c)
+        text, *_ = _conv_text(c)
         assert "# Tools" not in text and '"parameters"' not in text
         msgs, calls = c["messages"], _calls(c)
         assert calls and sorted({call["name"] for call in calls}) == sorted({n for m in msgs
@@ -466,9 +466,12 @@ def test_encoding_by_parts_gives_the_whole_texts_tokens_and_mask(tmp_path):
         assert sum(p is None for p in pieces) < len(lines) / 50, name  # nearly all take the fast path
         assert _cuts_hold(tok, lines[:64], pieces[:64]) == (name != "glued"), name
         rows, dropped = encode_conversations(tok, path, max_len=700)
-        want = [_row(tok.encode(t, add_special_tokens=False), t, s) for t, s in map(_conv_text, map(json.loads, lines))]
+        want = [_row(tok.encode(t, add_special_tokens=False), t, s) for t, s, _ in map(_conv_text, map(json.loads, lines))]
         kept = [w for w in want if len(w[0]) <= 700]
         assert dropped == len(want) - len(kept) > 0, name
         assert len(rows) == len(kept)
         for (ids, mask), (ids0, mask0) in zip(rows, kept):
             assert ids.dtype == np.int32 and np.array_equal(ids, ids0) and np.array_equal(mask, mask0), name
+        tagged, _ = encode_conversations(tok, path, max_len=700, tags=True)  # value tags: same ids and mask
+        assert all(np.array_equal(t[0], r[0]) and np.array_equal(t[1], r[1]) for t, r in zip(tagged, rows)), name
+        assert sum(int((t[2] > 0).sum()) for t in tagged) > 200, name

@@ -1,6 +1,7 @@
 """Score a checkpoint through the engine on the seed-0 validation (or test) split, keeping every answer.
 
     python -m training.engine_eval --model models/spine --split val --n 800 --out FILE.json [--start 0 --stop N]
+                                   [--no-constrain]
 
 The examples are exactly those of ``benchmarks/routing_quality.py`` (``--val 800`` / ``--test 1200``,
 seed 0: the same draw, the same shuffle, the last request of each conversation), run with
@@ -40,6 +41,8 @@ def main() -> int:
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--stop", type=int, default=None)
     ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--no-constrain", action="store_true",
+                    help="decode the calls the model opens without the schema constraint (constrain_calls=False)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--merge", nargs="*", help="join these slice files into --out instead of scoring")
     a = ap.parse_args()
@@ -52,7 +55,7 @@ def main() -> int:
         from cactus_core.probe import grade
 
         exs = examples(a.split, a.n)[a.start:a.stop]
-        engine = cactus.load(a.model, backend="auto")
+        engine = cactus.load(a.model, backend="auto", constrain_calls=not a.no_constrain)
         rows, t0 = [], time.time()
         for i, ex in enumerate(exs):
             r = engine.complete(ex["messages"], tools=ex.get("tools"), max_tokens=a.max_tokens, cloud=False)
@@ -64,7 +67,8 @@ def main() -> int:
             rows.append(row)
             if (i + 1) % 50 == 0:
                 print(f"{i + 1}/{len(exs)} {time.time() - t0:.0f}s", flush=True)
-    res = {"model": a.model, "split": a.split, "n": len(rows), "summary": summarize(rows), "examples": rows}
+    res = {"model": a.model, "split": a.split, "n": len(rows), "constrain_calls": not a.no_constrain,
+           "summary": summarize(rows), "examples": rows}
     Path(a.out).write_text(json.dumps(res, indent=1))
     print(json.dumps(res["summary"], indent=1))
     return 0

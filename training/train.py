@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .dataset import encode_conversations, encode_plain, make_batches
+from .value_tags import make_head, tag_loss
 
 ARCH = dict(hidden_size=320, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2, head_dim=40,
             intermediate_size=960, max_position_embeddings=2048, rope_theta=100000.0, rms_norm_eps=1e-6)
@@ -48,27 +49,36 @@ def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1) -
     return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
-def loss_on(model, ids, labels, first_weight: float = 1.0, backbone=None):
+def loss_on(model, ids, labels, first_weight: float = 1.0, backbone=None, tags=None, tagger=None):
     """Mean cross-entropy over trained positions only; the LM head runs on those rows alone.
 
     With first_weight > 1 the first trained token of each assistant turn (the one that
     decides between a tool call and a reply) counts that many times in the mean: it is one
     token in fifty of a turn, and the tool list must be read to get it right when the
     requested tool is missing, which the rest of the turn never asks for. `backbone` stands
-    in for model.model (a compiled copy of it, with --compile)."""
+    in for model.model (a compiled copy of it, with --compile). With tags and a tagger dict
+    (head, layer, weight, detach), value_tags' loss on that layer's states is added, and
+    the result is (total, tag loss); with detach only the head learns from it."""
     import torch
     import torch.nn.functional as F
 
-    h = (model.model if backbone is None else backbone)(input_ids=ids).last_hidden_state
+    out = (model.model if backbone is None else backbone)(input_ids=ids, output_hidden_states=tags is not None)
+    h = out.last_hidden_state
     sel = labels != -100
     logits = model.lm_head(h[sel])
     if first_weight == 1.0:
-        return F.cross_entropy(logits.float(), labels[sel])
-    prev = torch.zeros_like(sel)
-    prev[:, 1:] = sel[:, :-1]
-    w = torch.where((sel & ~prev)[sel], first_weight, 1.0)
-    ce = F.cross_entropy(logits.float(), labels[sel], reduction="none")
-    return (ce * w).sum() / w.sum()
+        lm = F.cross_entropy(logits.float(), labels[sel])
+    else:
+        prev = torch.zeros_like(sel)
+        prev[:, 1:] = sel[:, :-1]
+        w = torch.where((sel & ~prev)[sel], first_weight, 1.0)
+        ce = F.cross_entropy(logits.float(), labels[sel], reduction="none")
+        lm = (ce * w).sum() / w.sum()
+    if tags is None:
+        return lm
+    h_tag = out.hidden_states[tagger["layer"]]
+    tl = tag_loss(tagger["head"], h_tag.detach() if tagger["detach"] else h_tag, tags)
+    return lm + tagger["weight"] * tl, tl
 
 
 def add_dropout(model, resid: float = 0.0, attn: float = 0.0, embed: float = 0.0) -> list:
@@ -117,10 +127,17 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
     arch = {k: getattr(model.config, k) for k in ARCH if k != "rope_theta"}
     log({"event": "model", "params": n_params, "arch": arch, "vocab": tok.get_vocab_size()})
     hooks = add_dropout(model, args.resid_dropout, args.attn_dropout, args.embed_dropout)
+    tagger = None
+    if args.tag_weight:  # a training-only head: its parameters are never saved
+        tagger = {"head": make_head(model.config.hidden_size).to(dev), "weight": args.tag_weight,
+                  "layer": args.tag_layer or model.config.num_hidden_layers, "detach": True}
+    params = list(model.named_parameters()) + (list(tagger["head"].named_parameters()) if tagger else [])
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=dev.type == "cuda")
+    groups = [{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}]
+    if tagger:  # a fresh probe on a trained model: it learns faster than the blocks it reads
+        groups.append({"params": list(tagger["head"].parameters()), "weight_decay": 0.0, "scale": 10.0})
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=dev.type == "cuda")
     rng = np.random.default_rng(args.seed)
     pad = tok.token_to_id("<|endoftext|>")
     val_batches = make_batches(val_rows, args.batch_tokens, np.random.default_rng(1), pad)[:args.val_batches]
@@ -141,12 +158,15 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
         model.train()
         return tot / max(cnt, 1)
 
-    def forward_backward(ids, lab, bb):
+    def forward_backward(ids, lab, bb, tags=None):
         opt.zero_grad(set_to_none=True)
         with amp:
-            loss = loss_on(model, ids, lab, args.first_weight, bb)
+            loss = loss_on(model, ids, lab, args.first_weight, bb, tags, tagger)
+        tl = None
+        if isinstance(loss, tuple):
+            loss, tl = loss
         loss.backward()
-        return loss
+        return loss, tl
 
     total = args.steps or 10**9
     step, epoch, t0 = 0, 0, time.time()
@@ -156,7 +176,7 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
     while step < total:
         batches = make_batches(train_rows, args.batch_tokens, rng, pad)
         epoch += 1
-        for ids_np, lab_np in batches:
+        for ids_np, lab_np, *tag_np in batches:
             if step >= total:
                 break
             if step == 25:  # after warm-up of the kernels: early steps overstate the cost
@@ -170,18 +190,21 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
                 total = max(100, int((args.time_budget - (time.time() - t0)) / per_step) + 75)
                 log({"event": "steps_fixed", "total_steps": total, "sec_per_step": round(per_step, 4)})
             for g in opt.param_groups:
-                g["lr"] = lr_at(step, total if total < 10**9 else 10**6, args.lr, args.warmup)
+                g["lr"] = g.get("scale", 1.0) * lr_at(step, total if total < 10**9 else 10**6, args.lr, args.warmup)
+            if tagger:  # during warm-up only the probe learns from the tags: its first guesses are noise
+                tagger["detach"] = step < args.warmup
             ids = torch.from_numpy(ids_np).to(dev, non_blocking=True)
             lab = torch.from_numpy(lab_np).to(dev, non_blocking=True)
+            tags = torch.from_numpy(tag_np[0]).to(dev, non_blocking=True) if tag_np and tagger else None
             try:
-                loss = forward_backward(ids, lab, backbone)
+                loss, tl = forward_backward(ids, lab, backbone, tags)
             except Exception as e:  # noqa: BLE001 - a compiler failure must not cost the run
                 if backbone is None or step > 1:  # the compiles happen on the first two shapes
                     raise
                 log({"event": "compile_failed", "error": f"{type(e).__name__}: {str(e)[:300]}"})
                 backbone = None
-                loss = forward_backward(ids, lab, None)
-            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                loss, tl = forward_backward(ids, lab, None, tags)
+            gnorm = torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
             opt.step()
             tokens += ids_np.size
             step += 1
@@ -190,7 +213,8 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
                 history["step"].append(step)
                 history["loss"].append(lv)
                 log({"step": step, "epoch": epoch, "loss": round(lv, 4), "gnorm": round(float(gnorm), 3),
-                     "lr": round(opt.param_groups[0]["lr"], 6), "tokens": tokens, "elapsed": round(time.time() - t0, 1)})
+                     "lr": round(opt.param_groups[0]["lr"], 6), "tokens": tokens, "elapsed": round(time.time() - t0, 1),
+                     **({"tag_loss": round(float(tl.detach()), 4)} if tl is not None else {})})
             if step % args.val_every == 0 or step == total:
                 vl = val_loss()
                 history["val_step"].append(step)
@@ -307,6 +331,10 @@ def main(argv=None) -> None:
                     help="dropout on the input embeddings (training only)")
     ap.add_argument("--first-weight", type=float, default=1.0,
                     help="weight of each assistant turn's first trained token in the loss (1: plain mean)")
+    ap.add_argument("--tag-weight", type=float, default=0.0,
+                    help="weight of the value-tag loss on requests (training/value_tags.py; 0: none)")
+    ap.add_argument("--tag-layer", type=int, default=6,
+                    help="blocks below the states the value-tag head reads (0: all of them)")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the blocks for the training steps (falls back to eager if it fails); "
                          "on the H200 its compiles cost more than they saved in runs of ~1500 steps (session 22)")
@@ -393,12 +421,13 @@ def main(argv=None) -> None:
                              drill=args.drill, drill_style=args.drill_style, casefold=args.casefold)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
-    train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len)
+    train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len,
+                                               tags=args.tag_weight > 0)
     plain = encode_plain(tok, docs["train"], args.max_len)
     val_rows, _ = encode_conversations(tok, out / "data" / "val.jsonl", args.max_len)
     val_rows += encode_plain(tok, docs["val"], args.max_len)
-    n_conv_tok = sum(len(x) for x, _ in train_rows)
-    n_conv_trained = sum(int(m.sum()) for _, m in train_rows)
+    n_conv_tok = sum(len(r[0]) for r in train_rows)
+    n_conv_trained = sum(int(r[1].sum()) for r in train_rows)
     n_plain = sum(len(x) for x, _ in plain)
     train_rows += plain * args.plain_repeat
     log({"event": "encoded", "conv_rows": len(train_rows) - len(plain) * args.plain_repeat, "dropped_too_long": dropped,
