@@ -64,6 +64,37 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
     return ((u + rounding) >> 16).astype(np.uint16)
 
 
+def _e4m3_table() -> np.ndarray:
+    """float16 value of each of the 256 float8 E4M3 ("fn": no infinities) codes.
+
+    Sign, four exponent bits (bias 7), three mantissa bits; exponent 0 is
+    subnormal, and S.1111.111 is the only NaN. Every code is exact in float16.
+    """
+    codes = np.arange(256)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exp, man = (codes >> 3) & 0xF, codes & 0x7
+    mag = np.where(exp == 0, man / 8.0 * 2.0**-6, (1 + man / 8.0) * 2.0 ** (exp - 7.0))
+    mag = np.where((codes & 0x7F) == 0x7F, np.nan, mag)
+    return (sign * mag).astype(np.float16)
+
+
+_E4M3 = _e4m3_table()
+
+
+def f8_to_f16(raw: np.ndarray, kind: str) -> np.ndarray:
+    """Widen float8 codes (``uint8``; safetensors ``F8_E4M3`` or ``F8_E5M2``) to float16, exactly.
+
+    E5M2 is the top byte of a float16, so it widens by a shift; E4M3 goes through a
+    256-entry table. The result is a new array (numpy has no 8-bit float to view).
+    """
+    raw = np.asarray(raw, dtype=np.uint8)
+    if kind == "F8_E5M2":
+        return (raw.astype(np.uint16) << 8).view(np.float16)
+    if kind == "F8_E4M3":
+        return _E4M3[raw]
+    raise ValueError(f"unknown float8 kind {kind}")
+
+
 class FormatError(ModelLoadError, ValueError):
     """A quantized tensor's fields or meta do not match its format."""
 

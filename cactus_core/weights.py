@@ -4,7 +4,8 @@ We parse the safetensors header ourselves (8-byte little-endian length, JSON,
 then raw little-endian data) so every tensor is an ``np.frombuffer`` view into
 a read-only ``mmap``: nothing is copied at load, pages are read on first use,
 and the OS can drop them again under memory pressure.  bfloat16 tensors stay
-as raw words (:class:`formats.BFloat16`); quantized tensors of a bundle are
+as raw words (:class:`formats.BFloat16`); float8 tensors (``F8_E4M3``,
+``F8_E5M2``) are widened to float16 copies when read; quantized tensors of a bundle are
 assembled from their named entries as ``cactus.json`` describes.
 """
 
@@ -19,7 +20,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from .errors import ModelLoadError
-from .formats import QUANTIZED_FORMATS, BFloat16
+from .formats import QUANTIZED_FORMATS, BFloat16, f8_to_f16
 
 BUNDLE_MANIFEST = "cactus.json"
 
@@ -37,6 +38,9 @@ _DTYPES = {
     "U32": np.uint32,
     "U64": np.uint64,
     "BOOL": np.bool_,
+    # float8 weights are stored one byte per value and widened to float16 when read
+    "F8_E4M3": np.uint8,
+    "F8_E5M2": np.uint8,
 }
 
 
@@ -100,6 +104,8 @@ class SafetensorsFile:
         else:
             arr = np.frombuffer(self._mm, dtype=dtype, count=count, offset=self._start + begin)
             arr = arr.reshape(shape)
+        if dtype_name.startswith("F8_"):
+            return f8_to_f16(arr, dtype_name)
         return BFloat16(arr) if dtype_name == "BF16" else arr
 
 

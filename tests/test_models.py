@@ -129,6 +129,35 @@ def test_half_precision_checkpoints_load(dtype, tmp_path):
     assert rel < 1e-4
 
 
+@pytest.mark.parametrize("f8", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_checkpoints_load(f8, tmp_path):
+    """Matrices stored as float8 (norms in float32), read as transformers reads them: widened."""
+    from safetensors.torch import load_file, save_file
+
+    _, path = build_reference("qwen3-tied", tmp_path)
+    weights = os.path.join(path, "model.safetensors")
+    state = {k: (v.to(f8) if v.ndim == 2 else v) for k, v in load_file(weights).items()}
+    save_file(state, weights, metadata={"format": "pt"})
+    ref = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    ids = [1, 2, 3, 4, 5]
+    with torch.no_grad():
+        expected = ref(torch.tensor([ids])).logits[0].numpy()
+    got = our_logits(load_ours(path), ids)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def test_float8_codes_widen_exactly():
+    from cactus_core.formats import f8_to_f16
+
+    codes = torch.arange(256, dtype=torch.uint8)
+    for kind, f8 in (("F8_E4M3", torch.float8_e4m3fn), ("F8_E5M2", torch.float8_e5m2)):
+        want = codes.view(f8).to(torch.float32).numpy()
+        got = f8_to_f16(codes.numpy(), kind).astype(np.float32)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        np.testing.assert_array_equal(got[ok], want[ok])
+
+
 def test_sharded_checkpoint_loads(tmp_path):
     cfg_cls, model_cls, extra = CONFIGS["qwen3-gqa"]
     torch.manual_seed(0)

@@ -9,6 +9,7 @@
 # BASELINE_TEST=0 scores it on validation only (~100 s less, for sweeps near the time limit).
 # With TEST0=1 the new checkpoint is also scored on the published seed-0 test split
 # (test0.json, baseline_test0.json) instead of this seed's test draw.
+# PART_SIZE (default 12M) sets the size of the checkpoint's tar parts (a 16-block model: 15M, three parts).
 set -euo pipefail
 outdir=$1; init=$2; seed=$3; budget=$4; lr=$5; shift 5
 run=$(mktemp -d)
@@ -34,4 +35,4 @@ if [ -n "${TEST0:-}" ]; then  # also score the published test split (seed 0, doc
 fi
 cp "$run"/train_log.jsonl "$run"/eval.json "$run"/loss.png "$outdir"/
 [ -e "$run"/val_eval.json ] && cp "$run"/val_eval.json "$outdir"/  # absent with --val-eval 0
-tar -C "$run" -czf - model | split -b 12M - "$outdir"/model.tgz.part-
+tar -C "$run" -czf - model | split -b "${PART_SIZE:-12M}" - "$outdir"/model.tgz.part-
