@@ -63,3 +63,22 @@ def test_bad_requests_fail_with_a_message(small, tmp_path):
         grow.main(["--init", small, "--out", str(tmp_path / "g"), "--layers", "2"])
     with pytest.raises(SystemExit, match="not a checkpoint"):
         grow.main(["--init", str(tmp_path), "--out", str(tmp_path / "g"), "--layers", "4"])
+    with pytest.raises(SystemExit, match="narrower than"):
+        grow.main(["--init", small, "--out", str(tmp_path / "g"), "--intermediate", "8"])
+
+
+def test_widened_model_gives_the_original_logits_and_learns(small, tmp_path):
+    width = json.loads((Path(small) / "config.json").read_text())["intermediate_size"] * 2
+    grow.grow(Path(small), tmp_path / "w", intermediate=width)
+    cfg = json.loads((tmp_path / "w" / "config.json").read_text())
+    assert cfg["intermediate_size"] == width
+    a, b = _load(small), _load(tmp_path / "w")
+    ids = torch.tensor([[3, 17, 42, 8, 99, 5, 61]])
+    with torch.no_grad():
+        torch.testing.assert_close(b(ids).logits, a(ids).logits, rtol=1e-5, atol=1e-5)
+    mlp = b.model.layers[0].mlp
+    assert mlp.gate_proj.weight.shape[0] == width and mlp.down_proj.weight.shape[1] == width
+    b.train()
+    b(ids, labels=ids).loss.backward()
+    half = width // 2
+    assert mlp.down_proj.weight.grad[:, half:].abs().sum() > 0  # the new units' outputs learn

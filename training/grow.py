@@ -1,6 +1,7 @@
-"""Deepen a trained checkpoint without changing what it computes (block expansion).
+"""Deepen or widen a trained checkpoint without changing what it computes.
 
     python -m training.grow --init models/spine --out runs/g16 --layers 16
+    python -m training.grow --init models/spine --out runs/w --intermediate 2560
 
 Every decoder block of the checkpoint is followed by copies of itself until the model has
 --layers blocks (16 from 8: each block twice). A copy's two output projections
@@ -9,6 +10,11 @@ and the grown model gives the same logits as the original; its other weights sta
 block it copies, so training moves it from a useful place (the "block expansion" of
 LLaMA Pro, Wu et al., 2024). The gradient reaches the zero projections through their
 inputs, which are not zero, so the copies do learn.
+
+--intermediate widens every MLP instead: the new hidden units get random `gate_proj` and
+`up_proj` rows (drawn at the spread of the block's own rows) and zero `down_proj` columns, so
+again nothing changes until training writes through them. Attention, the embeddings and the
+norms are untouched, so the model stays a standard checkpoint of the same architecture.
 
 This is how the default model is given more capacity without training a lineage from
 scratch: fine-tunes of the grown checkpoint are compared with fine-tunes of the original
@@ -68,6 +74,26 @@ def grow_state(state: dict[str, np.ndarray], old: int, new: int) -> dict[str, np
     return out
 
 
+def widen_state(state: dict[str, np.ndarray], width: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Every MLP with `width` hidden units: new gate/up rows random, new down columns zero."""
+    rng = np.random.default_rng(seed)
+    out = dict(state)
+    for name, t in state.items():
+        if not name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")):
+            continue
+        down = name.endswith("down_proj.weight")
+        old = t.shape[1] if down else t.shape[0]
+        if width < old:
+            raise GrowError(f"--intermediate {width} is narrower than the checkpoint's {old}")
+        if down:  # D, I -> D, width
+            out[name] = np.concatenate([t, np.zeros((t.shape[0], width - old), t.dtype)], axis=1)
+        else:  # I, D -> width, D
+            std = float(t.astype(np.float32).std())
+            new = rng.normal(0.0, std, (width - old, t.shape[1])).astype(t.dtype)
+            out[name] = np.concatenate([t, new], axis=0)
+    return out
+
+
 def grow_config(cfg: dict, new: int) -> dict:
     """The config with `new` blocks (per-layer lists follow their blocks)."""
     old = cfg["num_hidden_layers"]
@@ -77,19 +103,25 @@ def grow_config(cfg: dict, new: int) -> dict:
     return cfg
 
 
-def grow(init: Path, out: Path, layers: int) -> None:
+def grow(init: Path, out: Path, layers: int | None = None, intermediate: int | None = None,
+         seed: int = 0) -> None:
     """Write the grown checkpoint (weights, config and every other file of `init`) to `out`."""
     cfg_path = init / "config.json"
     if not (init / WEIGHTS).is_file() or not cfg_path.is_file():
         raise GrowError(f"{init}: not a checkpoint (needs {WEIGHTS} and config.json)")
     cfg = json.loads(cfg_path.read_text())
     old = int(cfg["num_hidden_layers"])
+    layers = layers or old
     state = grow_state(load_file(str(init / WEIGHTS)), old, layers)
+    cfg = grow_config(cfg, layers)
+    if intermediate:
+        state = widen_state(state, intermediate, seed)
+        cfg["intermediate_size"] = intermediate
     out.mkdir(parents=True, exist_ok=True)
     for f in init.iterdir():
         if f.is_file() and f.name not in (WEIGHTS, "config.json"):
             shutil.copy2(f, out / f.name)
-    (out / "config.json").write_text(json.dumps(grow_config(cfg, layers), indent=2) + "\n")
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     save_file(state, str(out / WEIGHTS), metadata={"format": "pt"})
 
 
@@ -97,13 +129,17 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--init", type=Path, required=True, help="checkpoint to grow")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--layers", type=int, required=True, help="decoder blocks of the grown model")
+    ap.add_argument("--layers", type=int, help="decoder blocks of the grown model (default: as many as now)")
+    ap.add_argument("--intermediate", type=int, help="hidden units of every grown MLP (default: as many as now)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the new MLP rows")
     args = ap.parse_args(argv)
+    if not (args.layers or args.intermediate):
+        ap.error("give --layers, --intermediate or both")
     try:
-        grow(args.init, args.out, args.layers)
+        grow(args.init, args.out, args.layers, args.intermediate, args.seed)
     except (GrowError, OSError, KeyError, ValueError) as e:
         sys.exit(f"error: {e}")
-    print(f"{args.init} -> {args.out}: {args.layers} blocks")
+    print(f"{args.init} -> {args.out}: grown")
 
 
 if __name__ == "__main__":
