@@ -23,6 +23,7 @@ from .intents import SPLIT_OF_INDEX, TEMPLATES, fill_slots
 from .phrasing import expand, realize
 from .templates import DND_OFF, DND_ON, LOCK, OFF, ON, UNLOCK
 from .val_fresh import VAL_PATTERNS
+from .verb_swap import swap_verb
 
 # Said before the request: discourse openers and short reasons. None names a value or a
 # tool, so whatever precedes the verb is never part of an argument.
@@ -325,6 +326,8 @@ def fill(intent: str, rng: random.Random, L: dict, lead: bool = True, tail: bool
     first request of a multi-call exchange the lead-in and the last the tail); more: MORE's
     frames too."""
     text, const = template(intent, rng, lead, tail, more)
+    if L.get("_swap") and not const and rng.random() < L["_swap"]:  # training only; no draw when off
+        text = swap_verb(text, intent, rng)
     return fill_slots(intent, text, const, rng, L)
 
 

@@ -17,6 +17,7 @@ from .templates import PATTERNS
 from .train_entities import stress_values
 from .train_patterns import TRAIN_ONLY
 from .val_fresh import VAL_PATTERNS
+from .verb_swap import swap_verb
 
 T = str | tuple[str, dict]
 TEMPLATES: dict[str, list[T]] = PATTERNS
@@ -322,6 +323,8 @@ def fill(intent: str, rng: random.Random, L: dict, split: str) -> tuple[str, dic
     text = realize(pattern, rng)
     if L.get("_noise") and rng.random() < L["_noise"]:  # training split only (datagen)
         text = word_noise(text, intent, rng, keep_words=bool(const) or "{" not in text)
+    if L.get("_swap") and not const and rng.random() < L["_swap"]:  # training split only (datagen)
+        text = swap_verb(text, intent, rng)
     if L.get("_front") and rng.random() < L["_front"]:  # training split only (datagen)
         text = front_adjunct(text) or text
     if L.get("_context") and rng.random() < L["_context"]:  # training split only (datagen)

@@ -371,6 +371,9 @@ def main(argv=None) -> None:
     ap.add_argument("--casefold", type=_share, default=0.0,
                     help="share of training tool requests that say one copied lower-case value capitalised "
                          "(datagen.casefold_drill; the call keeps its form)")
+    ap.add_argument("--swap-verbs", type=_share, default=0.0,
+                    help="share of training tool requests whose verb becomes an English verb no split uses "
+                         "(verb_swap.py; the call keeps its form)")
     ap.add_argument("--drill-style", choices=("names", "none"), default="names",
                     help="drill prompt: a one-line system message naming the offered tools, or no system block")
     ap.add_argument("--mix", type=_shares, default=None,
@@ -418,7 +421,8 @@ def main(argv=None) -> None:
                              front=args.front, noise=args.noise, synth=args.synth, mix=args.mix, turns=args.turns,
                              phrase=args.phrase, context=args.context, compose=args.compose, more_frames=args.more_frames,
                              doc_values=args.doc_values,
-                             drill=args.drill, drill_style=args.drill_style, casefold=args.casefold)
+                             drill=args.drill, drill_style=args.drill_style, casefold=args.casefold,
+                             swap=args.swap_verbs)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len,
