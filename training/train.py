@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import sam
 from .dataset import encode_conversations, encode_plain, make_batches
 from .value_tags import make_head, tag_loss
 
@@ -137,6 +138,7 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
     groups = [{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}]
     if tagger:  # a fresh probe on a trained model: it learns faster than the blocks it reads
         groups.append({"params": list(tagger["head"].parameters()), "weight_decay": 0.0, "scale": 10.0})
+    sam_params = [p for _, p in model.named_parameters()]  # the tag head, if any, is not perturbed
     opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=dev.type == "cuda")
     rng = np.random.default_rng(args.seed)
     pad = tok.token_to_id("<|endoftext|>")
@@ -204,6 +206,10 @@ def train(args, tok, train_rows, val_rows, log) -> tuple[object, dict]:
                 log({"event": "compile_failed", "error": f"{type(e).__name__}: {str(e)[:300]}"})
                 backbone = None
                 loss, tl = forward_backward(ids, lab, None, tags)
+            if args.sam:  # the step's gradient taken at the sharpest nearby point (training/sam.py)
+                moves = sam.ascend(sam_params, args.sam)
+                forward_backward(ids, lab, backbone, tags)
+                sam.descend(sam_params, moves)
             gnorm = torch.nn.utils.clip_grad_norm_([p for _, p in params], 1.0)
             opt.step()
             tokens += ids_np.size
@@ -371,6 +377,8 @@ def main(argv=None) -> None:
     ap.add_argument("--casefold", type=_share, default=0.0,
                     help="share of training tool requests that say one copied lower-case value capitalised "
                          "(datagen.casefold_drill; the call keeps its form)")
+    ap.add_argument("--sam", type=float, default=0.0,
+                    help="sharpness-aware minimisation with this radius (training/sam.py; 0: off, 2x cost)")
     ap.add_argument("--swap-verbs", type=_share, default=0.0,
                     help="share of training tool requests whose verb becomes an English verb no split uses "
                          "(verb_swap.py; the call keeps its form)")
