@@ -373,7 +373,8 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
                    turns: tuple | None = None, token_words: list[str] | None = None, phrase: float = 0.0,
                    context: float = 0.0, stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0,
                    drill: float = 0.0, drill_style: str = "names", casefold: float = 0.0,
-                   more_frames: bool = False, doc_values: float = 0.0, swap: float = 0.0) -> dict:
+                   more_frames: bool = False, doc_values: float = 0.0, swap: float = 0.0,
+                   fold_val: float = 0.0) -> dict:
     """Each split's entity lists, carrying the options that say how :func:`generate` draws from them.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
@@ -395,6 +396,9 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
     library's docstrings (doc_values.py); 0 (default) makes no draw.
     swap: share of training tool requests (patterns and composed) whose verb is replaced by an
     English verb that no split uses (verb_swap.py); 0 (default) makes no draw.
+    fold_val: share of training pattern requests drawn from validation's own request patterns
+    (val_fresh.VAL_PATTERNS) instead of training's, for runs chosen on training.heldout's
+    structures rather than on validation; 0 (default) makes no draw.
     """
     if drill_style not in DRILL_STYLES:
         raise ValueError(f"drill_style must be one of {DRILL_STYLES}, got {drill_style!r}")
@@ -423,6 +427,7 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
         lists[s]["_drill_style"] = drill_style
         lists[s]["_casefold"] = casefold if s == "train" else 0.0  # capitalised values in requests
         lists[s]["_swap"] = swap if s == "train" else 0.0  # unseen verbs before values (verb_swap.py)
+        lists[s]["_fold_val"] = fold_val if s == "train" else 0.0  # validation's structures train
         lists[s]["_mix"] = mix if s == "train" else None
         lists[s]["_turns"] = turns if s == "train" else None
         lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"

@@ -12,6 +12,7 @@ import string
 
 from . import surfaces as S
 from .doc_values import with_doc_values
+from .heldout_patterns import HELDOUT_PATTERNS
 from .phrasing import front_adjunct, realize
 from .templates import PATTERNS
 from .train_entities import stress_values
@@ -31,8 +32,10 @@ RETIRED_VAL = 4  # the offset that was validation until session 7
 
 def dealt(options: list, split: str, val: list | None = None) -> list:
     """What a split draws from: training and test take their offsets of ``options``
-    (SPLIT_OF_INDEX); validation takes only ``val``, its fresh list from val_fresh.py."""
-    if split == "val":
+    (SPLIT_OF_INDEX); validation takes only ``val``, its fresh list from val_fresh.py.
+    Split "heldout" (heldout.py) draws exactly what validation draws here: only its
+    request patterns are its own (templates_for)."""
+    if split in ("val", "heldout"):
         if val is None:  # no silent fallback onto options that now train
             raise ValueError("validation draws from a fresh list (val_fresh.py), not from dealt options")
         return list(val)
@@ -41,7 +44,9 @@ def dealt(options: list, split: str, val: list | None = None) -> list:
 
 def templates_for(intent: str, split: str) -> list[T]:
     """Templates of one split (see dealt); training also gets the tool's train-only
-    patterns (train_patterns.py)."""
+    patterns (train_patterns.py); split "heldout" gets heldout_patterns.py's, never trained."""
+    if split == "heldout":
+        return list(HELDOUT_PATTERNS[intent])
     own = dealt(TEMPLATES[intent], split, VAL_PATTERNS[intent])
     return own + TRAIN_ONLY.get(intent, []) if split == "train" else own
 
@@ -318,7 +323,10 @@ def _noised(text: str, intent: str, rng: random.Random, keep_words: bool) -> str
 
 def fill(intent: str, rng: random.Random, L: dict, split: str) -> tuple[str, dict]:
     """One request for `intent` from the split's templates: (user text, arguments)."""
-    tpl = rng.choice(templates_for(intent, split))
+    if L.get("_fold_val") and rng.random() < L["_fold_val"]:  # training split only (datagen)
+        tpl = rng.choice(VAL_PATTERNS[intent])  # validation's structures, once heldout.py took over its role
+    else:
+        tpl = rng.choice(templates_for(intent, split))
     pattern, const = (tpl, {}) if isinstance(tpl, str) else tpl
     text = realize(pattern, rng)
     if L.get("_noise") and rng.random() < L["_noise"]:  # training split only (datagen)

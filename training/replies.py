@@ -199,7 +199,7 @@ def chat_turn(rng: random.Random, split: str) -> tuple[str, str, str]:
     phr, reply = rng.choice(FACTS)
     # three phrasings per fact: 0 and 1 (validation until session 7) train, 2 test;
     # validation has one of its own
-    return "fact", VAL_FACTS[reply] if split == "val" else phr[2], reply
+    return "fact", VAL_FACTS[reply] if split in ("val", "heldout") else phr[2], reply
 
 
 # --- Train-only chat phrasings (round 2) --------------------------------------------------
