@@ -189,3 +189,20 @@ def test_heldout_chat_turns_are_validation_ones():
 def test_published_test_split_is_unchanged(tmp_path):
     datagen.generate(tmp_path, seed=0, n_train=10, n_val=10)
     assert hashlib.sha256((tmp_path / "test.jsonl").read_bytes()).hexdigest() == PUBLISHED_TEST_SHA256
+
+
+def test_fold_val_trains_validation_structures_only_when_asked(monkeypatch):
+    lists = datagen.prepared_lists(fold_val=1.0)
+    assert lists["val"]["_fold_val"] == lists["test"]["_fold_val"] == 0.0  # never outside training
+    realised = []
+    realize = intents.realize
+    monkeypatch.setattr(intents, "realize", lambda pattern, rng: realised.append(pattern) or realize(pattern, rng))
+    rng = random.Random(0)
+    for tool in TOOLS:
+        realised.clear()
+        intents.fill(tool, rng, lists["train"], "train")
+        assert realised[0] in {_text(p) for p in val_fresh.VAL_PATTERNS[tool]}, tool
+    # off (the default) draws exactly as before: no extra draw from the generator
+    plain, folded0 = datagen.prepared_lists()["train"], datagen.prepared_lists(fold_val=0.0)["train"]
+    a, b = random.Random(5), random.Random(5)
+    assert [intents.fill(t, a, plain, "train") for t in TOOLS] == [intents.fill(t, b, folded0, "train") for t in TOOLS]
