@@ -324,7 +324,7 @@ def _noised(text: str, intent: str, rng: random.Random, keep_words: bool) -> str
 def fill(intent: str, rng: random.Random, L: dict, split: str) -> tuple[str, dict]:
     """One request for `intent` from the split's templates: (user text, arguments)."""
     if L.get("_fold_val") and rng.random() < L["_fold_val"]:  # training split only (datagen)
-        tpl = rng.choice(VAL_PATTERNS[intent])  # validation's structures, once heldout.py took over its role
+        tpl = rng.choice(VAL_PATTERNS[intent])  # validation's structures; such runs are judged on heldout.py
     else:
         tpl = rng.choice(templates_for(intent, split))
     pattern, const = (tpl, {}) if isinstance(tpl, str) else tpl
