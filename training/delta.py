@@ -17,14 +17,13 @@ instead of a 23 MB checkpoint.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from .soup import WEIGHTS, SoupError, check_members
+from .soup import WEIGHTS, SoupError, check_members, write_checkpoint
 
 
 def pack(base: Path, members: list[Path]) -> dict[str, np.ndarray]:
@@ -61,12 +60,7 @@ def apply(base: Path, delta: dict[str, np.ndarray], alpha: float, out: Path) -> 
     if names != set(b):
         raise SoupError(f"the delta's tensors do not match {base}'s ({len(names)} against {len(b)})")
     w = {k: (v.astype(np.float32) + alpha * unpack(delta, k)).astype(v.dtype) for k, v in b.items()}
-    out.mkdir(parents=True, exist_ok=True)
-    for f in base.iterdir():
-        if f.is_file() and f.name != WEIGHTS:
-            shutil.copy(f, out / f.name)
-    save_file(w, str(out / WEIGHTS), metadata={"format": "pt"})
-    return out
+    return write_checkpoint(w, base, out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -73,15 +73,19 @@ def average(members: list[Path]) -> dict[str, np.ndarray]:
     return out
 
 
-def soup(members: list[Path], out: Path) -> Path:
-    """Write the mean of `members` to `out` as a checkpoint (the first member's other files copied)."""
-    weights = average(members)
+def write_checkpoint(weights: dict[str, np.ndarray], like: Path, out: Path) -> Path:
+    """Write `weights` to `out` as a checkpoint whose other files (config, tokenizer, ...) are `like`'s."""
     out.mkdir(parents=True, exist_ok=True)
-    for f in members[0].iterdir():
+    for f in like.iterdir():
         if f.is_file() and f.name != WEIGHTS:
             shutil.copy(f, out / f.name)
     save_file(weights, str(out / WEIGHTS), metadata={"format": "pt"})
     return out
+
+
+def soup(members: list[Path], out: Path) -> Path:
+    """Write the mean of `members` to `out` as a checkpoint (the first member's other files copied)."""
+    return write_checkpoint(average(members), members[0], out)
 
 
 def main(argv: list[str] | None = None) -> int:
