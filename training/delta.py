@@ -23,14 +23,13 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from .soup import WEIGHTS, SoupError, check_members, write_checkpoint
+from .soup import WEIGHTS, SoupError, check_members, load_matching, write_checkpoint
 
 
 def pack(base: Path, members: list[Path]) -> dict[str, np.ndarray]:
     """int8 codes and row scales (`NAME.q`, `NAME.s`) or float32 vectors (`NAME.d`) of mean(members) - base."""
     check_members([base, *members])
-    b = load_file(str(base / WEIGHTS))
-    states = [load_file(str(m / WEIGHTS)) for m in members]
+    b, *states = load_matching([base, *members])
     out: dict[str, np.ndarray] = {}
     for k, v in b.items():
         d = np.mean([sd[k].astype(np.float32) for sd in states], axis=0) - v.astype(np.float32)

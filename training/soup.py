@@ -53,9 +53,8 @@ def check_members(members: list[Path]) -> None:
             raise SoupError(f"{m}: tokenizer.json differs from {first}'s")
 
 
-def average(members: list[Path]) -> dict[str, np.ndarray]:
-    """The uniform mean of the members' tensors, in the first member's dtypes."""
-    check_members(members)
+def load_matching(members: list[Path]) -> list[dict[str, np.ndarray]]:
+    """Each member's tensors; SoupError unless all have the first one's names and shapes."""
     states = [load_file(str(m / WEIGHTS)) for m in members]
     names = set(states[0])
     for m, sd in zip(members[1:], states[1:]):
@@ -64,8 +63,15 @@ def average(members: list[Path]) -> dict[str, np.ndarray]:
         for k in names:
             if sd[k].shape != states[0][k].shape:
                 raise SoupError(f"{m}: {k} is {sd[k].shape}, not {states[0][k].shape}")
+    return states
+
+
+def average(members: list[Path]) -> dict[str, np.ndarray]:
+    """The uniform mean of the members' tensors, in the first member's dtypes."""
+    check_members(members)
+    states = load_matching(members)
     out = {}
-    for k in sorted(names):
+    for k in sorted(states[0]):
         acc = np.zeros(states[0][k].shape, np.float32)
         for sd in states:
             acc += sd[k].astype(np.float32)
