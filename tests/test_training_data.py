@@ -340,8 +340,9 @@ def test_transplant_keeps_the_layers_and_rebuilds_embeddings_from_the_same_words
 
 
 def test_new_model_shape_flags_change_only_depth_and_width(tmp_path):
-    """--layers / --intermediate size a from-scratch model (the 4096-token, 9-block lineage);
-    left at 0 the model is ARCH's, and the saved checkpoint loads back with the new shape."""
+    """--layers / --intermediate / --hidden size a from-scratch model (the 4096-token, 9-block
+    lineage; session 34's wider ones); left at 0 the model is ARCH's, and the saved checkpoint
+    loads back with the new shape."""
     import torch
     from transformers import Qwen3ForCausalLM
 
@@ -352,9 +353,16 @@ def test_new_model_shape_flags_change_only_depth_and_width(tmp_path):
     datagen.generate(tmp_path / "data", seed=4, n_train=200, n_val=10)
     tok = recipe.train_tokenizer(list(recipe.corpus(tmp_path / "data", [], limit=200)), vocab_size=700, style="bare")
     recipe.save_hf(tok, tmp_path / "tok", CHAT_TEMPLATE)
-    args = argparse.Namespace(layers=9, intermediate=0)
+    args = argparse.Namespace(layers=9, intermediate=0, hidden=0)
     assert train._shape(args) == {"num_hidden_layers": 9}
-    assert train._shape(argparse.Namespace(layers=0, intermediate=0)) == {}
+    assert train._shape(argparse.Namespace(layers=0, intermediate=0, hidden=0)) == {}
+    wide = train.build_model(700, tok, **train._shape(argparse.Namespace(layers=1, intermediate=128, hidden=64)))
+    # eight heads of 8 (two key/value heads): the residual stream widens, the head count stays
+    assert wide.model.layers[0].self_attn.q_proj.weight.shape == (64, 64)
+    assert wide.model.layers[0].self_attn.k_proj.weight.shape == (16, 64)
+    assert wide.model.layers[0].mlp.up_proj.weight.shape == (128, 64)
+    with pytest.raises(SystemExit, match="not a multiple of 8 heads"):
+        train._shape(argparse.Namespace(layers=0, intermediate=0, hidden=100))
     deep = train.build_model(700, tok, **train._shape(args))
     assert deep.config.num_hidden_layers == 9 == len(deep.model.layers) == len(deep.config.layer_types)
     assert deep.config.intermediate_size == train.ARCH["intermediate_size"]

@@ -285,8 +285,13 @@ def plot(history: dict, path: Path) -> None:
 
 
 def _shape(args) -> dict:
-    """--layers / --intermediate as build_model overrides (0: ARCH's value)."""
-    return {k: v for k, v in (("num_hidden_layers", args.layers), ("intermediate_size", args.intermediate)) if v}
+    """--layers / --intermediate / --hidden as build_model overrides (0: ARCH's value)."""
+    shape = {k: v for k, v in (("num_hidden_layers", args.layers), ("intermediate_size", args.intermediate)) if v}
+    if args.hidden:  # the heads keep their count, so each head widens with the residual stream
+        if args.hidden % ARCH["num_attention_heads"]:
+            raise SystemExit(f"error: --hidden {args.hidden} is not a multiple of {ARCH['num_attention_heads']} heads")
+        shape.update(hidden_size=args.hidden, head_dim=args.hidden // ARCH["num_attention_heads"])
+    return shape
 
 
 def _shares(text: str) -> tuple[float, ...]:
@@ -324,6 +329,8 @@ def main(argv=None) -> None:
                     help="decoder blocks of a new model (0: ARCH's 8; a checkpoint given by --init keeps its own)")
     ap.add_argument("--intermediate", type=int, default=0,
                     help="MLP width of a new model (0: ARCH's 960)")
+    ap.add_argument("--hidden", type=int, default=0,
+                    help="residual width of a new model, eight heads wide (0: ARCH's 320)")
     ap.add_argument("--max-len", type=int, default=1024)
     ap.add_argument("--batch-tokens", type=int, default=65536)
     ap.add_argument("--lr", type=float, default=3e-3)
