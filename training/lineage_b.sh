@@ -7,8 +7,9 @@
 #   training/lineage_b.sh OUTDIR
 # Each stage continues the previous one's checkpoint; a stage whose checkpoint exists is
 # skipped. The stages ran with time budgets on one H200 shared by two runs (~0.21 s a step);
-# here they run the step counts those budgets gave. b6's checkpoint is
-# committed (training/lineage/b/), so a session continues from it without this script.
+# here they run the step counts those budgets gave. b6's checkpoint was committed as
+# training/lineage/b/ from f9e5863 until session 34, which took it out of the tree for lineage C
+# (git show f9e5863:training/lineage/b/model.safetensors > model.safetensors brings it back).
 # Needs a CUDA GPU (about an hour on one H200 for the 12100 steps of b1-b7) and the packages
 # of requirements-test.txt.
 set -euo pipefail
@@ -74,4 +75,4 @@ stage b7a "${between[@]}" --first-weight 4 --seed 427 --init "$out/b6/model" --s
 stage b7b "${missing[@]}" --first-weight 4 --seed 429 --init "$out/b6/model" --steps 1426 --lr 7e-4 \
     --warmup 100 --n-train 160000
 soup b7 b7a/model b7b/model
-echo "the latest checkpoint: $out/b7/model (training/lineage/b/ holds b6, the last one committed)"
+echo "the latest checkpoint: $out/b7/model (b6, the last one committed, is training/lineage/b/ at f9e5863)"
