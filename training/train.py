@@ -403,6 +403,7 @@ def main(argv=None) -> None:
     for name, want in (("mix", 5), ("turns", 3)):
         if getattr(args, name) and len(getattr(args, name)) != want:
             ap.error(f"--{name} takes {want} shares, got {len(getattr(args, name))}")
+    _shape(args)  # a bad shape fails here, before minutes of data generation
 
     import torch
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
