@@ -13,13 +13,7 @@
 # Needs a CUDA GPU (about an hour on one H200 for the 12100 steps of b1-b7) and the packages
 # of requirements-test.txt.
 set -euo pipefail
-out=$(realpath -m "${1:?usage: training/lineage_b.sh OUTDIR}")
-repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
-mkdir -p "$out"
-worktree() {  # worktree COMMIT: that commit's code, checked out once under OUTDIR
-    [ -d "$out/src-$1" ] || git -C "$repo" worktree add --detach "$out/src-$1" "$1" > /dev/null
-    tree="$out/src-$1"
-}
+source "$(dirname "$0")/lineage_common.sh"  # out, repo, worktree
 data=(--max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 0.75
       --compose 0.35 --resid-dropout 0.1 --no-preflight)
 mix=(--mix 0.40,0.22,0.10,0.08,0.20)      # stage 18/19's shares (single, multi, oos, missing, chat)

@@ -9,13 +9,7 @@
 # training/lineage/c/, so the next stage continues from it without this script. A stage whose
 # checkpoint exists is skipped. Needs a CUDA GPU and the packages of requirements-test.txt.
 set -euo pipefail
-out=$(realpath -m "${1:?usage: training/lineage_c.sh OUTDIR}")
-repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
-mkdir -p "$out"
-worktree() {  # worktree COMMIT: that commit's code, checked out once under OUTDIR
-    [ -d "$out/src-$1" ] || git -C "$repo" worktree add --detach "$out/src-$1" "$1" > /dev/null
-    tree="$out/src-$1"
-}
+source "$(dirname "$0")/lineage_common.sh"  # out, repo, worktree
 shape=(--layers 8 --hidden 512 --intermediate 1280)
 data=(--max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 0.75 --compose 0.35
       --resid-dropout 0.1 --no-preflight --eval-limit 5 --val-eval 0 --val-every 200)
