@@ -24,6 +24,7 @@ from .replies import REFUSAL_OOS, chat_turn, refusal_missing, tool_result
 from .tools import TOOLS, canonical
 from .train_entities import STRESS_SHARE
 from .train_round4 import ROUND4_CONNECTORS, ROUND4_PREFIXES
+from .train_round5 import ROUND5
 from .val_fresh import VAL_CONNECTORS, VAL_PREFIXES, VAL_SUFFIXES
 
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are a voice assistant on a phone. Keep answers short.",
@@ -174,11 +175,23 @@ def casefold_drill(user: str, calls: list[dict], rng: random.Random) -> str:
     return user[:i] + user[i].upper() + user[i + 1:]
 
 
+# Round 5's structures (train_round5.py) for one request at the --round5 share, else None. A
+# function of its own so that a test can stand a draw-free stub in for it: with the share at 0
+# it must draw nothing, or every later draw (and so the whole training split) would move.
+def _round5(intent: str, rng: random.Random, L: dict) -> list | None:
+    if L.get("_round5") and rng.random() < L["_round5"]:  # training only; no draw when off
+        return ROUND5[intent]
+    return None
+
+
 def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) -> list[dict]:
     """user request -> assistant tool calls -> tool responses -> assistant summary."""
     cores, calls = [], []
     for i, it in enumerate(intents):
-        if L.get("_compose") and rng.random() < L["_compose"]:  # training only; no draw when off
+        own = _round5(it, rng, L)  # first, so its share is exactly the one asked for whatever --compose is
+        if own is not None:
+            text, args = fill(it, rng, L, split, patterns=own)
+        elif L.get("_compose") and rng.random() < L["_compose"]:  # training only; no draw when off
             # a lead-in only before the first request, a trailing modifier only after the last
             text, args = composer.fill(it, rng, L, lead=i == 0, tail=i == len(intents) - 1,
                                        more=L.get("_compose_more", False))
@@ -374,7 +387,7 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
                    context: float = 0.0, stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0,
                    drill: float = 0.0, drill_style: str = "names", casefold: float = 0.0,
                    more_frames: bool = False, doc_values: float = 0.0, swap: float = 0.0,
-                   fold_val: float = 0.0) -> dict:
+                   fold_val: float = 0.0, round5: float = 0.0) -> dict:
     """Each split's entity lists, carrying the options that say how :func:`generate` draws from them.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
@@ -399,6 +412,8 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
     fold_val: share of training pattern requests drawn from validation's own request patterns
     (val_fresh.VAL_PATTERNS) instead of training's, for runs chosen on training.heldout's
     structures rather than on validation; 0 (default) makes no draw.
+    round5: share of training single- and multi-call requests whose structure is drawn from
+    train_round5.ROUND5 (before the compose draw); 0 (default) makes no draw.
     """
     if drill_style not in DRILL_STYLES:
         raise ValueError(f"drill_style must be one of {DRILL_STYLES}, got {drill_style!r}")
@@ -428,6 +443,7 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
         lists[s]["_casefold"] = casefold if s == "train" else 0.0  # capitalised values in requests
         lists[s]["_swap"] = swap if s == "train" else 0.0  # unseen verbs before values (verb_swap.py)
         lists[s]["_fold_val"] = fold_val if s == "train" else 0.0  # validation's structures train
+        lists[s]["_round5"] = round5 if s == "train" else 0.0  # opt-in structures (train_round5.py)
         lists[s]["_mix"] = mix if s == "train" else None
         lists[s]["_turns"] = turns if s == "train" else None
         lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"

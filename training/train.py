@@ -389,6 +389,9 @@ def main(argv=None) -> None:
     ap.add_argument("--fold-val", type=_share, default=0.0,
                     help="share of training pattern requests drawn from validation's request patterns "
                          "(choose such runs on training.heldout, not on validation)")
+    ap.add_argument("--round5", type=_share, default=0.0,
+                    help="share of training single- and multi-call requests whose structure comes from "
+                         "training/train_round5.py (opt-in; 0 leaves the data as before)")
     ap.add_argument("--swap-verbs", type=_share, default=0.0,
                     help="share of training tool requests whose verb becomes an English verb no split uses "
                          "(verb_swap.py; the call keeps its form)")
@@ -441,7 +444,7 @@ def main(argv=None) -> None:
                              phrase=args.phrase, context=args.context, compose=args.compose, more_frames=args.more_frames,
                              doc_values=args.doc_values,
                              drill=args.drill, drill_style=args.drill_style, casefold=args.casefold,
-                             swap=args.swap_verbs, fold_val=args.fold_val)
+                             swap=args.swap_verbs, fold_val=args.fold_val, round5=args.round5)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len,
