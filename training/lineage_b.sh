@@ -13,7 +13,7 @@
 # Needs a CUDA GPU (about an hour on one H200 for the 12100 steps of b1-b7) and the packages
 # of requirements-test.txt.
 set -euo pipefail
-source "$(dirname "$0")/lineage_common.sh"  # out, repo, worktree
+source "$(dirname "$0")/lineage_common.sh"  # out, repo, worktree, soup
 data=(--max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 0.75
       --compose 0.35 --resid-dropout 0.1 --no-preflight)
 mix=(--mix 0.40,0.22,0.10,0.08,0.20)      # stage 18/19's shares (single, multi, oos, missing, chat)
@@ -30,14 +30,6 @@ stage() {  # stage NAME [training.train flags]; runs the code of $tree
     fi
     echo "stage $n"
     (cd "$tree" && python -m training.train --out "$out/$n" "$@" "${data[@]}")
-}
-
-soup() {  # soup NAME MEMBER...: the members' mean weights (training/soup.py)
-    local n=$1
-    shift
-    [ -d "$out/$n/model" ] && { echo "soup $n: exists, skipped"; return; }
-    echo "soup $n"
-    (cd "$tree" && python -m training.soup --out "$out/$n" "${@/#/$out/}")
 }
 
 worktree 66d692c  # stages b1-b3 (session 20)

@@ -4,16 +4,19 @@
 # fit the 25 MB limit. Shape: 8 blocks, residual width 512 (eight heads of 64, two key/value heads),
 # MLP 1280, the 4096-token bare tokenizer; lineage B's data flags and residual dropout 0.1.
 #   training/lineage_c.sh OUTDIR
-# c1 ran with a 250 s budget on one H100 shared by three runs (session 34's scoping: 0.368 s a step);
-# here it runs the step count that budget gave. Its float8 checkpoint is committed as
-# training/lineage/c/, so the next stage continues from it without this script. A stage whose
-# checkpoint exists is skipped. Needs a CUDA GPU and the packages of requirements-test.txt.
+# Each stage ran on the device with a time budget; here it runs the step count that budget gave
+# (c1: 250 s on one H100 shared by three runs; c2: 330 s each for two runs sharing one H100, the
+# better kept). The latest float8 checkpoint is committed as training/lineage/c/, so the next stage
+# continues from it without this script. A stage whose checkpoint exists is skipped.
+# Needs a CUDA GPU and the packages of requirements-test.txt.
 set -euo pipefail
 source "$(dirname "$0")/lineage_common.sh"  # out, repo, worktree
 shape=(--layers 8 --hidden 512 --intermediate 1280)
 data=(--max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 0.75 --compose 0.35
       --resid-dropout 0.1 --no-preflight --eval-limit 5 --val-eval 0 --val-every 200)
 mix=(--mix 0.40,0.22,0.10,0.08,0.20)  # stage 18/19's shares (single, multi, oos, missing, chat)
+mix_a=(--mix 0.34,0.22,0.12,0.16,0.16)  # more refusals, for a member whose partner keeps stage 19's
+cont=(--lr 1.2e-3 --warmup 100 --first-weight 4 --n-train 120000)  # a continuation stage
 
 stage() {  # stage NAME [training.train flags]; runs the code of $tree, then stores the weights in float8
     local n=$1
@@ -31,4 +34,11 @@ worktree 2f5dc50  # --hidden; the generator of session 33
 # c1: from scratch, lineage B's b1 flags at the wider shape (val loss 1.272 at step 600 against 1.302
 # for the 9-block 11.9M model and 1.343 for the 24.4M one with MLP 2400, same data and seed)
 stage c1 "${mix[@]}" "${shape[@]}" --seed 401 --vocab 4096 --tokenizer-style bare --steps 666 --lr 3e-3 --warmup 200
-echo "the latest checkpoint: $out/c1/model8 (committed as training/lineage/c/)"
+
+worktree 28064ce  # --round5 (session 35)
+# c2 (session 35): two members from c1 sharing one H100 (1161 and 1155 steps of a 330 s budget). On the
+# CPU guide a 507 and b 521 of 1200 single calls, their mean only 455, so b alone is c2. b has round 5's
+# structures at 0.3 (and stage 19's mix), a neither.
+stage c2a "${mix_a[@]}" --init "$out/c1/model8" --seed 431 --steps 1161 "${cont[@]}"
+stage c2b "${mix[@]}" --round5 0.3 --init "$out/c1/model8" --seed 433 --steps 1155 "${cont[@]}"
+echo "the latest checkpoint: $out/c2b/model8 (committed as training/lineage/c/)"
