@@ -16,6 +16,7 @@ data=(--max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 
       --resid-dropout 0.1 --no-preflight --eval-limit 5 --val-eval 0 --val-every 200)
 mix=(--mix 0.40,0.22,0.10,0.08,0.20)  # stage 18/19's shares (single, multi, oos, missing, chat)
 mix_a=(--mix 0.34,0.22,0.12,0.16,0.16)  # more refusals, for a member whose partner keeps stage 19's
+mix_m=(--mix 0.30,0.18,0.12,0.22,0.18)  # lineage B's missing-tool mix, which taught its refusals
 cont=(--lr 1.2e-3 --warmup 100 --first-weight 4 --n-train 120000)  # a continuation stage
 
 stage() {  # stage NAME [training.train flags]; runs the code of $tree, then stores the weights in float8
@@ -41,4 +42,15 @@ worktree 28064ce  # --round5 (session 35)
 # structures at 0.3 (and stage 19's mix), a neither.
 stage c2a "${mix_a[@]}" --init "$out/c1/model8" --seed 431 --steps 1161 "${cont[@]}"
 stage c2b "${mix[@]}" --round5 0.3 --init "$out/c1/model8" --seed 433 --steps 1155 "${cont[@]}"
-echo "the latest checkpoint: $out/c2b/model8 (committed as training/lineage/c/)"
+
+# c3-c5 (session 36): two chains from c2b on one H100, each stage a second member's continuation of its
+# own chain's float8 checkpoint (budgets 450, 480 and 330 s): chain a on the missing-tool mix with
+# round 5 at 0.3, chain b on stage 19's mix with round 5 at 0.5.
+# On the CPU guide (1200 single calls): c3b 879, c4b 896, c5b 913; c5a 878. c5b is the checkpoint.
+stage c3a "${mix_m[@]}" --round5 0.3 --init "$out/c2b/model8" --seed 451 --steps 1654 "${cont[@]}"
+stage c3b "${mix[@]}" --round5 0.5 --init "$out/c2b/model8" --seed 453 --steps 1688 "${cont[@]}"
+stage c4a "${mix_m[@]}" --round5 0.3 --init "$out/c3a/model8" --seed 461 --steps 1907 "${cont[@]}"
+stage c4b "${mix[@]}" --round5 0.5 --init "$out/c3b/model8" --seed 463 --steps 1743 "${cont[@]}"
+stage c5a "${mix_m[@]}" --round5 0.3 --init "$out/c4a/model8" --seed 471 --steps 1274 "${cont[@]}"
+stage c5b "${mix[@]}" --round5 0.5 --init "$out/c4b/model8" --seed 473 --steps 1196 "${cont[@]}"
+echo "the latest checkpoint: $out/c5b/model8 (committed as training/lineage/c/)"
