@@ -323,7 +323,7 @@ def _noised(text: str, intent: str, rng: random.Random, keep_words: bool) -> str
 
 def fill(intent: str, rng: random.Random, L: dict, split: str, patterns: list | None = None) -> tuple[str, dict]:
     """One request for `intent` from the split's templates, or from ``patterns`` when
-    given (datagen's round-5 share): (user text, arguments)."""
+    given (datagen's round-5 and round-6 shares): (user text, arguments)."""
     if patterns is not None:  # no fold-val draw, so the share stays exactly datagen's
         tpl = rng.choice(patterns)
     elif L.get("_fold_val") and rng.random() < L["_fold_val"]:  # training split only (datagen)
