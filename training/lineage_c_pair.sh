@@ -1,0 +1,44 @@
+#!/bin/bash
+# Lineage C continuation stages on the lent GPU, two members sharing it (docs/training.md items 22-23):
+#   training/lineage_c_pair.sh BUDGET_S 'NAME INIT SEED MIX [flags]' 'NAME INIT SEED MIX [flags]'
+# Each member continues INIT (a checkpoint folder) for BUDGET_S seconds of training on fresh data of
+# SEED at the category MIX (single,multi,oos,missing,chat), with lineage C's continuation recipe
+# (training/lineage_c.sh: its data flags, --lr 1.2e-3 --warmup 100 --first-weight 4 --n-train 120000)
+# and --round5 0.5; [flags] go to training.train after those. Each member's float8 weights stay in
+# /tmp/NAME_8 on the device, so a follow-up call on the still-warm machine can continue from there,
+# and come back under $OUT in 15M parts (NAME.fp8.part-*) with meta_NAME.tgz (log, train log, eval,
+# curve). At home: cat NAME.fp8.part-* > DIR/model.safetensors; cp training/lineage/c/*.json DIR/.
+# Session 38's c6, stage 19's refusal mix beside round 6 (neither call found a machine):
+#   training/lineage_c_pair.sh 480 'c6a training/lineage/c 481 0.30,0.18,0.12,0.22,0.18' \
+#       'c6b training/lineage/c 483 0.34,0.22,0.12,0.16,0.16 --round6 0.4'
+# and at once on the warm machine, c7 from each c6:
+#   training/lineage_c_pair.sh 480 'c7a /tmp/c6a_8 491 0.30,0.18,0.12,0.22,0.18' \
+#       'c7b /tmp/c6b_8 493 0.34,0.22,0.12,0.16,0.16 --round6 0.4'
+set -uo pipefail  # not -e: one member's failure must not lose the other's weights
+budget=$1; shift
+out=${OUT:?set OUT, the folder whose files come back}
+recipe=(--steps 0 --time-budget "$budget" --lr 1.2e-3 --warmup 100 --first-weight 4 --n-train 120000
+        --max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 0.75 --compose 0.35
+        --resid-dropout 0.1 --no-preflight --eval-limit 5 --val-eval 0 --val-every 200 --round5 0.5)
+
+member() {  # member NAME INIT SEED MIX [flags]
+    local n=$1 init=$2 seed=$3 mix=$4 run=/tmp/run_$1
+    shift 4
+    # the time budget bounds the training loop only; data and the final save take about a minute more
+    timeout $((budget + 100)) python -m training.train --out "$run" --init "$init" --seed "$seed" \
+        --mix "$mix" "${recipe[@]}" "$@" > /tmp/log_$n.txt 2>&1
+    python -m training.fp8 --init "$run"/model --out /tmp/${n}_8 >> /tmp/log_$n.txt 2>&1 &&
+        split -b 15M /tmp/${n}_8/model.safetensors "$out/$n.fp8.part-"
+    cp /tmp/log_$n.txt "$run"/
+    tar -C "$run" -czf "$out/meta_$n.tgz" log_$n.txt train_log.jsonl eval.json loss.png 2>/dev/null
+}
+
+for spec in "$@"; do
+    # shellcheck disable=SC2086  # each spec is split into its words on purpose
+    member $spec &
+done
+wait
+for spec in "$@"; do
+    tail -n 2 "/tmp/log_${spec%% *}.txt"
+done
+ls -la "$out"
