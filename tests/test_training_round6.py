@@ -81,11 +81,11 @@ def test_never_equals_a_held_out_or_guide_surface():
     for tool, pats in ROUND6.items():
         for p in pats:
             mine = _surfaces(p)
-            assert not mine & raw, (tool, _text(p))
-            assert not {_normalised(x) for x in mine} & norm, (tool, _text(p))
-            for x in mine:
-                fronted = phrasing.front_adjunct(x)
-                assert not fronted or _normalised(fronted) not in norm, (tool, _text(p))
+            # plain booleans, so that pytest's report of a failure cannot show a held-out sentence
+            clash = bool(mine & raw) or bool({_normalised(x) for x in mine} & norm)
+            fronts = [phrasing.front_adjunct(x) for x in mine]
+            clash = clash or any(f and _normalised(f) in norm for f in fronts)
+            assert not clash, (tool, _text(p))
 
 
 def test_slots_and_constants_are_the_tools_own():
