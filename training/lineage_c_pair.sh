@@ -8,6 +8,13 @@
 # /tmp/NAME_8 on the device, so a follow-up call on the still-warm machine can continue from there,
 # and come back under $OUT in 15M parts (NAME.fp8.part-*) with meta_NAME.tgz (log, train log, eval,
 # curve). At home: cat NAME.fp8.part-* > DIR/model.safetensors; cp training/lineage/c/*.json DIR/.
+# RECIPE=spine instead continues a stage-19-sized model with stage 19's member recipe: --lr 7e-4,
+# no dropout, first-token weight 1, no compose and no round 5 unless [flags] add them (give MIX as
+# stage 19's 0.4,0.22,0.1,0.08,0.2); it returns the float16 weights as NAME.part-*, and the run
+# folder /tmp/run_NAME/model stays on the device for a follow-up --init. Session 39's first call:
+#   RECIPE=spine training/lineage_c_pair.sh 470 \
+#       'r6a models/spine 501 0.4,0.22,0.1,0.08,0.2 --round5 0.5 --round6 0.4' \
+#       'r6b models/spine 503 0.4,0.22,0.1,0.08,0.2 --round6 0.5'
 # Session 38's c6, stage 19's refusal mix beside round 6 (neither call found a machine):
 #   training/lineage_c_pair.sh 480 'c6a training/lineage/c 481 0.30,0.18,0.12,0.22,0.18' \
 #       'c6b training/lineage/c 483 0.34,0.22,0.12,0.16,0.16 --round6 0.4'
@@ -17,9 +24,15 @@
 set -uo pipefail  # not -e: one member's failure must not lose the other's weights
 budget=$1; shift
 out=${OUT:?set OUT, the folder whose files come back}
-recipe=(--steps 0 --time-budget "$budget" --lr 1.2e-3 --warmup 100 --first-weight 4 --n-train 120000
-        --max-len 1536 --noise 0.6 --phrase 0.8 --context 0.3 --front 0.3 --synth 0.75 --compose 0.35
-        --resid-dropout 0.1 --no-preflight --eval-limit 5 --val-eval 0 --val-every 200 --round5 0.5)
+common=(--steps 0 --time-budget "$budget" --warmup 100 --n-train 120000 --max-len 1536 --noise 0.6
+        --phrase 0.8 --context 0.3 --front 0.3 --synth 0.75 --no-preflight --eval-limit 5 --val-eval 0
+        --val-every 200)
+if [ "${RECIPE:-c}" = spine ]; then
+    # stage 19's own continuation recipe (training/reproduce.sh's member stages); weights stay float16
+    recipe=("${common[@]}" --lr 7e-4)
+else
+    recipe=("${common[@]}" --lr 1.2e-3 --first-weight 4 --compose 0.35 --resid-dropout 0.1 --round5 0.5)
+fi
 
 member() {  # member NAME INIT SEED MIX [flags]
     local n=$1 init=$2 seed=$3 mix=$4 run=/tmp/run_$1
@@ -27,8 +40,12 @@ member() {  # member NAME INIT SEED MIX [flags]
     # the time budget bounds the training loop only; data and the final save take about a minute more
     timeout $((budget + 100)) python -m training.train --out "$run" --init "$init" --seed "$seed" \
         --mix "$mix" "${recipe[@]}" "$@" > /tmp/log_$n.txt 2>&1
-    python -m training.fp8 --init "$run"/model --out /tmp/${n}_8 >> /tmp/log_$n.txt 2>&1 &&
-        split -b 15M /tmp/${n}_8/model.safetensors "$out/$n.fp8.part-"
+    if [ "${RECIPE:-c}" = spine ]; then
+        split -b 15M "$run"/model/model.safetensors "$out/$n.part-"
+    else
+        python -m training.fp8 --init "$run"/model --out /tmp/${n}_8 >> /tmp/log_$n.txt 2>&1 &&
+            split -b 15M /tmp/${n}_8/model.safetensors "$out/$n.fp8.part-"
+    fi
     cp /tmp/log_$n.txt "$run"/
     tar -C "$run" -czf "$out/meta_$n.tgz" log_$n.txt train_log.jsonl eval.json loss.png 2>/dev/null
 }
