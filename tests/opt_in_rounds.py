@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from training import datagen, intents, phrasing  # noqa: E402
+from training import compose, datagen, intents, phrasing  # noqa: E402
 from training.heldout_patterns import HELDOUT_PATTERNS  # noqa: E402
 from training.lexicon import split_lists  # noqa: E402
 from training.templates import DND_OFF, DND_ON, LOCK, OFF, ON, UNLOCK  # noqa: E402
@@ -161,3 +161,32 @@ def recorded(tmp_path: Path, monkeypatch, **kw) -> tuple[dict, list, list]:
     monkeypatch.setattr(datagen, "fill", fill)
     monkeypatch.setattr(intents, "realize", realize)
     return out, drawn, realised
+
+
+def assert_share_one_takes_all(tmp_path: Path, monkeypatch, rounds: dict, flag: str) -> None:
+    """At share 1 (keyword `flag`) every training single- and multi-call request draws the
+    round's structures, many of them, and nothing is composed; validation and test stay."""
+    def boom(*a, **k):
+        raise AssertionError(f"composed while {flag} takes every request")
+
+    off = gen(tmp_path / "off", mix=(0.5, 0.5, 0, 0, 0))
+    monkeypatch.setattr(compose, "fill", boom)
+    on, drawn, realised = recorded(tmp_path / "on", monkeypatch, **{flag: 1.0}, mix=(0.5, 0.5, 0, 0, 0), compose=0.5)
+    assert on["val"] == off["val"] and on["test"] == off["test"]
+    assert on["train"] != off["train"]
+    # single and multi only (mix): every training request drew the round's structures
+    assert len(drawn) > 300 and all(p is rounds[it] for it, p in drawn)
+    mine = {_text(p) for pats in rounds.values() for p in pats}
+    train_realised = realised[:len(drawn)]  # training is generated first
+    assert set(train_realised) <= mine
+    assert len(set(train_realised)) > 200  # many structures, not a few drawn over and over
+
+
+def assert_share_half_gives_about_half(tmp_path: Path, monkeypatch, flag: str) -> None:
+    """At share 0.5 about half the training tool requests draw the round; val and test stay."""
+    off = gen(tmp_path / "off")
+    on, drawn, _ = recorded(tmp_path / "on", monkeypatch, **{flag: 0.5})
+    assert on["val"] == off["val"] and on["test"] == off["test"]
+    tool_requests = [p for _, p in drawn]
+    share = sum(p is not None for p in tool_requests) / len(tool_requests)
+    assert 0.3 < share < 0.6, share  # missing-tool requests never draw it, so a bit under 0.5

@@ -13,15 +13,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from training import compose, datagen, intents  # noqa: E402
+from training import datagen, intents  # noqa: E402
 from training.templates import DND_OFF, DND_ON, LOCK, OFF, ON, UNLOCK  # noqa: E402
 from training.train_patterns import TRAIN_ONLY  # noqa: E402
 from training.train_round5 import ROUND5  # noqa: E402
 
 from opt_in_rounds import (ON_OFF, OPTIONAL, Poisoned, assert_both_ways, assert_labelled_polarity,  # noqa: E402
                            assert_many_new, assert_never_held_out, assert_not_merged, assert_not_rewordings,
-                           assert_optional_only_when_said, assert_slots_and_constants_own, gen, recorded)
-from test_training_splits import _text  # noqa: E402
+                           assert_optional_only_when_said, assert_share_half_gives_about_half,
+                           assert_share_one_takes_all, assert_slots_and_constants_own, gen)
 
 
 def test_many_new_distinct_structures_for_every_tool():
@@ -118,26 +118,8 @@ def test_share_zero_draws_nothing_and_changes_no_byte(tmp_path, monkeypatch):
 
 
 def test_share_one_uses_only_round5_structures_for_training_requests(tmp_path, monkeypatch):
-    def boom(*a, **k):
-        raise AssertionError("composed while round 5 takes every request")
-
-    off = gen(tmp_path / "off", mix=(0.5, 0.5, 0, 0, 0))
-    monkeypatch.setattr(compose, "fill", boom)
-    on, drawn, realised = recorded(tmp_path / "on", monkeypatch, round5=1.0, mix=(0.5, 0.5, 0, 0, 0), compose=0.5)
-    assert on["val"] == off["val"] and on["test"] == off["test"]
-    assert on["train"] != off["train"]
-    # single and multi only (mix): every training request drew round 5's structures
-    assert len(drawn) > 300 and all(p is ROUND5[it] for it, p in drawn)
-    mine = {_text(p) for pats in ROUND5.values() for p in pats}
-    train_realised = realised[:len(drawn)]  # training is generated first
-    assert set(train_realised) <= mine
-    assert len(set(train_realised)) > 200  # many structures, not a few drawn over and over
+    assert_share_one_takes_all(tmp_path, monkeypatch, ROUND5, "round5")
 
 
 def test_a_share_between_gives_about_that_share(tmp_path, monkeypatch):
-    off = gen(tmp_path / "off")
-    on, drawn, _ = recorded(tmp_path / "on", monkeypatch, round5=0.5)
-    assert on["val"] == off["val"] and on["test"] == off["test"]
-    tool_requests = [p for _, p in drawn]
-    share = sum(p is not None for p in tool_requests) / len(tool_requests)
-    assert 0.3 < share < 0.6, share  # missing-tool requests never draw it, so a bit under 0.5
+    assert_share_half_gives_about_half(tmp_path, monkeypatch, "round5")
