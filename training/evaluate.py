@@ -88,11 +88,13 @@ def reply_text(tok, ids) -> str:
 
 def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int | None = None,
              batch_size: int = 64, max_new_tokens: int = 160, ensemble: list[Path] | None = None,
-             beams: int = 1, category: str | None = None) -> dict:
+             beams: int = 1, category: str | None = None, forced: bool = False) -> dict:
     """Accuracy per category on the test split, and every example (up to 2000) with its expected answer.
     With ``ensemble``, those checkpoints decode together with ``model_dir`` from their mean
     log-probabilities (training.ensemble); ``beams`` > 1 decodes by beam search instead of
-    greedily, and ``category`` keeps that category's conversations only (after ``limit``)."""
+    greedily, and ``category`` keeps that category's conversations only (after ``limit``).
+    ``forced`` scores by teacher forcing instead (training.forced): exact means the model's
+    argmax writes the expected turn token for token, and each example gets its margin."""
     tok, model = load(model_dir, device)
     rows = [json.loads(line) for line in open(test_path)]
     if limit:  # keep every category represented
@@ -111,6 +113,8 @@ def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int |
                                                add_generation_prompt=True))
         targets.append(msgs[last_user + 1])
     t0 = time.time()
+    if forced:
+        return _forced_result(tok, model, rows, targets, device, t0)
     if ensemble:
         from .ensemble import generate as generate_ensemble
 
@@ -141,6 +145,29 @@ def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int |
     return res
 
 
+def _forced_result(tok, model, rows: list[dict], targets: list[dict], device: str, t0: float) -> dict:
+    import numpy as np
+
+    from .forced import forced
+
+    verdicts = forced(tok, model, rows)
+    res: dict = {"n": len(rows), "forced": True, "forward_seconds": round(time.time() - t0, 1), "device": device,
+                 "by_category": {}}
+    for r, v in zip(rows, verdicts):
+        c = res["by_category"].setdefault(r["category"], {"n": 0, "exact": 0, "margins": []})
+        c["n"] += 1
+        c["exact"] += v["ok"]
+        c["margins"].append(v["margin"])
+    for c in res["by_category"].values():
+        c["accuracy"] = round(c["exact"] / c["n"], 4)
+        c["median_margin"] = round(float(np.median(c.pop("margins"))), 3)
+    res["examples"] = [{"category": r["category"], "ok": v["ok"], "margin": round(v["margin"], 3),
+                        "want": [json.dumps(_norm_args(tc["function"]), sort_keys=True)
+                                 for tc in t.get("tool_calls") or []] or t.get("content")}
+                       for r, t, v in zip(rows, targets, verdicts)]
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="evaluate a checkpoint on the test split")
     ap.add_argument("--model", type=Path, default=Path("models/spine"))
@@ -154,13 +181,25 @@ def main() -> None:
     ap.add_argument("--beams", type=int, default=1, help="beam search with this many beams (1: greedy)")
     ap.add_argument("--category", default=None, choices=["single", "multi", "oos", "missing", "chat"],
                     help="score this category's conversations only")
+    ap.add_argument("--forced", action="store_true",
+                    help="score by teacher forcing (one forward pass per conversation) instead of decoding")
+    ap.add_argument("--agree", type=Path, default=None,
+                    help="with --forced: a generated run's --out FILE on the same rows, to count matching verdicts")
     a = ap.parse_args()
     if a.ensemble and a.beams > 1:
         ap.error("--beams works on one checkpoint, not with --ensemble")
+    if a.forced and (a.ensemble or a.beams > 1):
+        ap.error("--forced scores one checkpoint's greedy answer, not --ensemble or --beams")
+    if a.agree and not a.forced:
+        ap.error("--agree compares a --forced run with a generated one")
     import torch
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     res = evaluate(a.model, a.data / f"{a.split}.jsonl", device, a.limit, ensemble=a.ensemble, beams=a.beams,
-                   category=a.category)
+                   category=a.category, forced=a.forced)
+    if a.agree:
+        from .forced import agreement
+
+        res["agreement"] = agreement([e["ok"] for e in res["examples"]], a.agree)
     if a.out:
         a.out.write_text(json.dumps(res, indent=1))
     print(json.dumps({k: v for k, v in res.items() if k != "examples"}, indent=1))
