@@ -48,13 +48,14 @@ def score(category: str, expected: dict, text: str) -> dict:
     return r
 
 
-def load(model_dir: Path, device: str):
+def load(model_dir: Path, device: str, float32: bool = False):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     tok.padding_side = "left"
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32  # fp16 matmuls are slow on CPU
+    # fp16 matmuls are slow on CPU; float32 on a GPU keeps verdicts comparable with CPU runs
+    dtype = torch.bfloat16 if device.startswith("cuda") and not float32 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(device).eval()
     return tok, model
 
@@ -93,9 +94,10 @@ def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int |
     With ``ensemble``, those checkpoints decode together with ``model_dir`` from their mean
     log-probabilities (training.ensemble); ``beams`` > 1 decodes by beam search instead of
     greedily, and ``category`` keeps that category's conversations only (after ``limit``).
-    ``forced`` scores by teacher forcing instead (training.forced): exact means the model's
-    argmax writes the expected turn token for token, and each example gets its margin."""
-    tok, model = load(model_dir, device)
+    ``forced`` scores by teacher forcing instead (training.forced), in float32 on any device:
+    exact means the model's argmax writes the expected turn token for token, and each
+    example gets its margin."""
+    tok, model = load(model_dir, device, float32=forced)
     rows = [json.loads(line) for line in open(test_path)]
     if limit:  # keep every category represented
         per = max(1, limit // 5)

@@ -11,7 +11,10 @@
 # RECIPE=spine instead continues a stage-19-sized model with stage 19's member recipe: --lr 7e-4,
 # no dropout, first-token weight 1, no compose and no round 5 unless [flags] add them (give MIX as
 # stage 19's 0.4,0.22,0.1,0.08,0.2); it returns the float16 weights as NAME.part-*, and the run
-# folder /tmp/run_NAME/model stays on the device for a follow-up --init. Session 39's first call:
+# folder /tmp/run_NAME/model stays on the device for a follow-up --init. It also scores each member
+# and the soup of them all (plus SOUP_WITH's folders) on training.heldout's guide by teacher
+# forcing, and returns the results as guide_NAME.json and guide_soup.json (GUIDE_N requests, 1200
+# unless set; a smaller GUIDE_N makes a CPU dry run of this script quick). Session 39's first call:
 #   RECIPE=spine training/lineage_c_pair.sh 470 \
 #       'r6a models/spine 501 0.4,0.22,0.1,0.08,0.2 --round5 0.5 --round6 0.4' \
 #       'r6b models/spine 503 0.4,0.22,0.1,0.08,0.2 --round6 0.5'
@@ -50,12 +53,39 @@ member() {  # member NAME INIT SEED MIX [flags]
     tar -C "$run" -czf "$out/meta_$n.tgz" log_$n.txt train_log.jsonl eval.json loss.png 2>/dev/null
 }
 
+guide() {  # guide NAME MODEL_DIR: the held-out guide by teacher forcing (float32), seconds on the GPU
+    python -m training.evaluate --model "$2" --data /tmp/guide --split val --category single --forced \
+        --out "$out/guide_$1.json" > /tmp/guide_$1.txt 2>&1 &&
+        python -c 'import json, sys; c = json.load(open(sys.argv[1]))["by_category"]["single"]
+print("guide", sys.argv[2], c["exact"], "of", c["n"], "median margin", c["median_margin"])' "$out/guide_$1.json" "$1" ||
+        tail -n 3 /tmp/guide_$1.txt
+}
+
 for spec in "$@"; do
     # shellcheck disable=SC2086  # each spec is split into its words on purpose
     member $spec &
 done
+python -m training.heldout --out /tmp/guide --n "${GUIDE_N:-1200}" > /dev/null  # beside training: seconds
 wait
 for spec in "$@"; do
     tail -n 2 "/tmp/log_${spec%% *}.txt"
 done
+if [ "${RECIPE:-c}" = spine ]; then
+    # each member and their uniform soup (with SOUP_WITH's folders, e.g. an earlier call's
+    # /tmp/run_NAME/model on this warm machine) on the guide, so choices need no CPU runs at home
+    soup=()
+    for spec in "$@"; do
+        n=${spec%% *}
+        if [ -f /tmp/run_$n/model/model.safetensors ]; then
+            guide "$n" /tmp/run_$n/model
+            soup+=(/tmp/run_$n/model)
+        fi
+    done
+    # shellcheck disable=SC2206  # SOUP_WITH is a space-separated list of folders
+    soup+=(${SOUP_WITH:-})
+    if [ ${#soup[@]} -gt 1 ]; then
+        python -m training.soup --out /tmp/soup_call "${soup[@]}" > /tmp/guide_soup.txt 2>&1 &&
+            guide soup /tmp/soup_call/model || tail -n 3 /tmp/guide_soup.txt
+    fi
+fi
 ls -la "$out"
