@@ -163,7 +163,9 @@ def _forced_result(tok, model, rows: list[dict], targets: list[dict], device: st
     for c in res["by_category"].values():
         c["accuracy"] = round(c["exact"] / c["n"], 4)
         c["median_margin"] = round(float(np.median(c.pop("margins"))), 3)
-    res["examples"] = [{"category": r["category"], "ok": v["ok"], "margin": round(v["margin"], 3),
+    res["examples"] = [{"category": r["category"],
+                        "user": [m for m in r["messages"] if m["role"] == "user"][-1]["content"],
+                        "ok": v["ok"], "margin": round(v["margin"], 3),
                         "want": [json.dumps(_norm_args(tc["function"]), sort_keys=True)
                                  for tc in t.get("tool_calls") or []] or t.get("content")}
                        for r, t, v in zip(rows, targets, verdicts)]
