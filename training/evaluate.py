@@ -116,7 +116,7 @@ def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int |
         targets.append(msgs[last_user + 1])
     t0 = time.time()
     if forced:
-        return _forced_result(tok, model, rows, targets, device, t0)
+        return _forced_result(tok, model, rows, prompts, targets, device, t0)
     if ensemble:
         from .ensemble import generate as generate_ensemble
 
@@ -137,22 +137,27 @@ def evaluate(model_dir: Path, test_path: Path, device: str = "cpu", limit: int |
             if k in v:
                 c[k] = c.get(k, 0) + int(v[k])
         if len(examples) < 2000:
-            want = [json.dumps(_norm_args(tc["function"]), sort_keys=True) for tc in target.get("tool_calls") or []]
-            examples.append({"category": r["category"], "user": r["messages"][[i for i, m in enumerate(r["messages"])
-                            if m["role"] == "user"][-1]]["content"], "output": text, "ok": bool(v["exact"]),
-                             "want": want or target.get("content")})
+            examples.append(_example(r, target, output=text, ok=bool(v["exact"])))
     for c in res["by_category"].values():
         c["accuracy"] = round(c["exact"] / c["n"], 4)
     res["examples"] = examples
     return res
 
 
-def _forced_result(tok, model, rows: list[dict], targets: list[dict], device: str, t0: float) -> dict:
+def _example(row: dict, target: dict, **verdict) -> dict:
+    """One example as results list it: its category, final request and expected answer, and the verdict."""
+    want = [json.dumps(_norm_args(tc["function"]), sort_keys=True) for tc in target.get("tool_calls") or []]
+    user = [m for m in row["messages"] if m["role"] == "user"][-1]["content"]
+    return {"category": row["category"], "user": user, **verdict, "want": want or target.get("content")}
+
+
+def _forced_result(tok, model, rows: list[dict], prompts: list[str], targets: list[dict], device: str,
+                   t0: float) -> dict:
     import numpy as np
 
     from .forced import forced
 
-    verdicts = forced(tok, model, rows)
+    verdicts = forced(tok, model, prompts, targets)
     res: dict = {"n": len(rows), "forced": True, "forward_seconds": round(time.time() - t0, 1), "device": device,
                  "by_category": {}}
     for r, v in zip(rows, verdicts):
@@ -163,11 +168,7 @@ def _forced_result(tok, model, rows: list[dict], targets: list[dict], device: st
     for c in res["by_category"].values():
         c["accuracy"] = round(c["exact"] / c["n"], 4)
         c["median_margin"] = round(float(np.median(c.pop("margins"))), 3)
-    res["examples"] = [{"category": r["category"],
-                        "user": [m for m in r["messages"] if m["role"] == "user"][-1]["content"],
-                        "ok": v["ok"], "margin": round(v["margin"], 3),
-                        "want": [json.dumps(_norm_args(tc["function"]), sort_keys=True)
-                                 for tc in t.get("tool_calls") or []] or t.get("content")}
+    res["examples"] = [_example(r, t, ok=v["ok"], margin=round(v["margin"], 3))
                        for r, t, v in zip(rows, targets, verdicts)]
     return res
 

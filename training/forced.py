@@ -20,27 +20,20 @@ import json
 
 import numpy as np
 
-from .chat_format import render, render_segments
+from .chat_format import render_segments
 
 
-def _answer(messages: list[dict], tools: list[dict] | None) -> tuple[str, str]:
-    """(prompt, answer): the text up to the final request's generation prompt, and the assistant turn after it."""
-    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
-    prompt = render(messages[:last_user + 1], tools, add_generation_prompt=True)
-    segs = render_segments(messages[:last_user + 2], tools)
-    answer = [t for t, trained in segs if trained][-1]  # the turn's body with its <|im_end|>
-    return prompt, answer
-
-
-def forced(tok, model, rows: list[dict], batch_size: int = 32) -> list[dict]:
-    """Per conversation: ``ok`` (every answer token is the argmax) and ``margin`` (the smallest
-    expected-minus-best-other logit gap over the answer), in input order."""
+def forced(tok, model, prompts: list[str], turns: list[dict], batch_size: int = 32) -> list[dict]:
+    """Per prompt (rendered up to its generation prompt) and expected assistant turn: ``ok``
+    (every token of the turn is the argmax) and ``margin`` (the smallest expected-minus-best-other
+    logit gap over the turn), in input order."""
     import torch
 
     pad = tok.convert_tokens_to_ids("<|endoftext|>")
     seqs = []
-    for r in rows:
-        prompt, answer = _answer(r["messages"], r["tools"] or None)
+    for prompt, turn in zip(prompts, turns):
+        # the turn's trained text: its body with the closing <|im_end|>, as training sees it
+        answer = next(t for t, trained in render_segments([turn]) if trained)
         p = tok(prompt, add_special_tokens=False)["input_ids"]
         full = tok(prompt + answer, add_special_tokens=False)["input_ids"]
         # the prompt ends on "assistant\n" and answers start with an added token or a non-space,
@@ -48,8 +41,8 @@ def forced(tok, model, rows: list[dict], batch_size: int = 32) -> list[dict]:
         if full[:len(p)] != p:
             raise ValueError("the answer's first token merges with the prompt's last one")
         seqs.append((full, len(p)))
-    out: list[dict] = [{}] * len(rows)
-    order = sorted(range(len(rows)), key=lambda i: len(seqs[i][0]))
+    out: list[dict] = [{}] * len(seqs)
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i][0]))
     for s in range(0, len(order), batch_size):
         idx = order[s:s + batch_size]
         width = max(len(seqs[i][0]) for i in idx)
@@ -74,7 +67,7 @@ def forced(tok, model, rows: list[dict], batch_size: int = 32) -> list[dict]:
             right = lg.gather(1, want[:, None])[:, 0]
             other = lg.scatter(1, want[:, None], float("-inf")).max(1).values
             gap = (right - other).numpy()
-            out[i] = {"ok": bool((gap > 0).all()), "margin": float(np.min(gap)), "tokens": len(gap)}
+            out[i] = {"ok": bool((gap > 0).all()), "margin": float(np.min(gap))}
     return out
 
 

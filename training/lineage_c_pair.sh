@@ -65,7 +65,9 @@ for spec in "$@"; do
     # shellcheck disable=SC2086  # each spec is split into its words on purpose
     member $spec &
 done
-python -m training.heldout --out /tmp/guide --n "${GUIDE_N:-1200}" > /dev/null  # beside training: seconds
+if [ "${RECIPE:-c}" = spine ]; then  # the guide's requests, beside training: seconds
+    python -m training.heldout --out /tmp/guide --n "${GUIDE_N:-1200}" > /dev/null
+fi
 wait
 for spec in "$@"; do
     tail -n 2 "/tmp/log_${spec%% *}.txt"
