@@ -77,7 +77,7 @@ def _words(texts) -> set[str]:
 
 # The modules whose string literals hold every phrasing, filler, reply and entity of every split.
 _DATA_MODULES = ("compose", "datagen", "intents", "lexicon", "out_of_scope", "phrasing", "replies", "surfaces",
-                 "templates", "tools", "train_entities", "train_patterns", "train_round4", "val_fresh")
+                 "templates", "tools", "train_entities", "train_patterns", "train_round23", "train_round4", "val_fresh")
 
 
 @lru_cache(maxsize=1)
