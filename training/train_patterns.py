@@ -548,10 +548,7 @@ for _tool, _extra in (*BOUNDARY.items(), *NEGATION.items()):
 # validation misses of candidate models, appended in that order.
 from .train_round23 import ROUND2, ROUND3  # noqa: E402
 
-for _tool, _extra in ROUND2.items():
-    TRAIN_ONLY[_tool] = TRAIN_ONLY[_tool] + _extra
-
-for _tool, _extra in ROUND3.items():
+for _tool, _extra in (*ROUND2.items(), *ROUND3.items()):
     TRAIN_ONLY[_tool] = TRAIN_ONLY[_tool] + _extra
 
 # Round 4 (training/train_round4.py, a file of its own): from the kinds of the stage-17
