@@ -20,6 +20,7 @@ from training.train_patterns import ROUND2, ROUND3, TRAIN_ONLY  # noqa: E402
 from training.train_round4 import ROUND4  # noqa: E402
 from training.train_round5 import ROUND5  # noqa: E402
 from training.train_round6 import ROUND6  # noqa: E402
+from training.train_round7 import ROUND7  # noqa: E402
 from training.val_fresh import VAL_ARITH, VAL_FACTS, VAL_SMALLTALK  # noqa: E402
 
 from test_training_splits import _COPIED, _fills, _held_out, _normalised, _text  # noqa: E402
@@ -42,8 +43,9 @@ def test_round2_patterns_are_many_and_train_only():
 
 
 ROUNDS = pytest.mark.parametrize("patterns, least", [(ROUND2, 500), (ROUND3, 300), (ROUND4, 500), (ROUND5, 2500),
-                                                     (ROUND6, 2500)],
-                                 ids=["round2", "round3", "round4", "round5", "round6"])
+                                                     (ROUND6, 2500),
+                                                     (ROUND7, 1500)],
+                                 ids=["round2", "round3", "round4", "round5", "round6", "round7"])
 
 
 @ROUNDS

@@ -26,6 +26,7 @@ from .train_entities import STRESS_SHARE
 from .train_round4 import ROUND4_CONNECTORS, ROUND4_PREFIXES
 from .train_round5 import ROUND5
 from .train_round6 import ROUND6
+from .train_round7 import ROUND7
 from .val_fresh import VAL_CONNECTORS, VAL_PREFIXES, VAL_SUFFIXES
 
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are a voice assistant on a phone. Keep answers short.",
@@ -193,6 +194,14 @@ def _round6(intent: str, rng: random.Random, L: dict) -> list | None:
     return None
 
 
+# Round 7's structures (train_round7.py), drawn like round 6's, from the requests rounds 5 and 6
+# left: with all three on, rounds 5 and 6 keep exactly the shares they had.
+def _round7(intent: str, rng: random.Random, L: dict) -> list | None:
+    if L.get("_round7") and rng.random() < L["_round7"]:  # training only; no draw when off
+        return ROUND7[intent]
+    return None
+
+
 def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) -> list[dict]:
     """user request -> assistant tool calls -> tool responses -> assistant summary."""
     cores, calls = [], []
@@ -200,6 +209,8 @@ def _tool_exchange(intents: list[str], rng: random.Random, L: dict, split: str) 
         own = _round5(it, rng, L)  # first, so its share is exactly the one asked for whatever --compose is
         if own is None:
             own = _round6(it, rng, L)
+        if own is None:
+            own = _round7(it, rng, L)
         if own is not None:
             text, args = fill(it, rng, L, split, patterns=own)
         elif L.get("_compose") and rng.random() < L["_compose"]:  # training only; no draw when off
@@ -398,7 +409,8 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
                    context: float = 0.0, stress: float = STRESS_SHARE, val_synth: float = 0.6, compose: float = 0.0,
                    drill: float = 0.0, drill_style: str = "names", casefold: float = 0.0,
                    more_frames: bool = False, doc_values: float = 0.0, swap: float = 0.0,
-                   fold_val: float = 0.0, round5: float = 0.0, round6: float = 0.0) -> dict:
+                   fold_val: float = 0.0, round5: float = 0.0, round6: float = 0.0,
+                   round7: float = 0.0) -> dict:
     """Each split's entity lists, carrying the options that say how :func:`generate` draws from them.
 
     token_words: alphabetic tokenizer pieces for the copy drill (invented values built
@@ -428,6 +440,8 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
     round6: share of the training single- and multi-call requests that round 5 did not take
     whose structure is drawn from train_round6.ROUND6 (so with both on, round 6 gets
     round6 * (1 - round5) of them); 0 (default) makes no draw.
+    round7: share of the training single- and multi-call requests that rounds 5 and 6 left
+    whose structure is drawn from train_round7.ROUND7; 0 (default) makes no draw.
     """
     if drill_style not in DRILL_STYLES:
         raise ValueError(f"drill_style must be one of {DRILL_STYLES}, got {drill_style!r}")
@@ -459,6 +473,7 @@ def prepared_lists(synth: float = 0.6, front: float = 0.0, noise: float = 0.0, m
         lists[s]["_fold_val"] = fold_val if s == "train" else 0.0  # validation's structures train
         lists[s]["_round5"] = round5 if s == "train" else 0.0  # opt-in structures (train_round5.py)
         lists[s]["_round6"] = round6 if s == "train" else 0.0  # opt-in structures (train_round6.py)
+        lists[s]["_round7"] = round7 if s == "train" else 0.0  # opt-in structures (train_round7.py)
         lists[s]["_mix"] = mix if s == "train" else None
         lists[s]["_turns"] = turns if s == "train" else None
         lists[s]["_vocab"] = sorted({w for k, v in lists[s].items() if not k.startswith("_") and k != "out_of_scope"

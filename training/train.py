@@ -395,6 +395,9 @@ def main(argv=None) -> None:
     ap.add_argument("--round6", type=_share, default=0.0,
                     help="share of the training single- and multi-call requests left by --round5 whose "
                          "structure comes from training/train_round6.py (opt-in; 0 leaves the data as before)")
+    ap.add_argument("--round7", type=_share, default=0.0,
+                    help="share of the training single- and multi-call requests left by --round5 and --round6 "
+                         "whose structure comes from training/train_round7.py (opt-in; 0 leaves the data as before)")
     ap.add_argument("--swap-verbs", type=_share, default=0.0,
                     help="share of training tool requests whose verb becomes an English verb no split uses "
                          "(verb_swap.py; the call keeps its form)")
@@ -448,7 +451,7 @@ def main(argv=None) -> None:
                              doc_values=args.doc_values,
                              drill=args.drill, drill_style=args.drill_style, casefold=args.casefold,
                              swap=args.swap_verbs, fold_val=args.fold_val, round5=args.round5,
-                             round6=args.round6)
+                             round6=args.round6, round7=args.round7)
     log({"event": "data", "drill_pieces": len(pieces) if args.copy_drill else 0, **stats})
 
     train_rows, dropped = encode_conversations(tok, out / "data" / "train.jsonl", args.max_len,
