@@ -163,6 +163,26 @@ def recorded(tmp_path: Path, monkeypatch, **kw) -> tuple[dict, list, list]:
     return out, drawn, realised
 
 
+def assert_share_zero_changes_no_byte(tmp_path: Path, monkeypatch, n: int, earlier: dict | None = None) -> None:
+    """The data as it was before round `n`: its draw (datagen._round<n>) replaced by a stub
+    that draws nothing. The real one at share 0 (the default) must write the same bytes, with
+    the drills on and with the `earlier` rounds' shares on (e.g. {"round5": 0.4}): a single
+    stray draw would move every later one."""
+    flag, draw = f"round{n}", f"_round{n}"
+    drills = dict(noise=0.3, compose=0.3, swap=0.3, front=0.2, fold_val=0.1)
+    kinds = [{}, drills] + ([{**earlier, **drills}] if earlier else [])
+    real = getattr(datagen, draw)
+    monkeypatch.setattr(datagen, draw, lambda intent, rng, L: None)
+    before = [gen(tmp_path / f"before{i}", **kw) for i, kw in enumerate(kinds)]
+    monkeypatch.setattr(datagen, draw, real)
+    monkeypatch.setattr(datagen, f"ROUND{n}", Poisoned(f"round {n}"))
+    assert gen(tmp_path / "default") == before[0]
+    for i, kw in enumerate(kinds):
+        assert gen(tmp_path / f"zero{i}", **{flag: 0.0}, **kw) == before[i]
+    lists = datagen.prepared_lists(**{flag: 0.7})
+    assert lists["train"][draw] == 0.7 and lists["val"][draw] == lists["test"][draw] == 0.0
+
+
 def assert_share_one_takes_all(tmp_path: Path, monkeypatch, rounds: dict, flag: str) -> None:
     """At share 1 (keyword `flag`) every training single- and multi-call request draws the
     round's structures, many of them, and nothing is composed; validation and test stay."""

@@ -13,15 +13,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from training import datagen, intents  # noqa: E402
+from training import intents  # noqa: E402
 from training.templates import DND_OFF, DND_ON, LOCK, OFF, ON, UNLOCK  # noqa: E402
 from training.train_patterns import TRAIN_ONLY  # noqa: E402
 from training.train_round5 import ROUND5  # noqa: E402
 
-from opt_in_rounds import (ON_OFF, OPTIONAL, Poisoned, assert_both_ways, assert_labelled_polarity,  # noqa: E402
+from opt_in_rounds import (ON_OFF, OPTIONAL, assert_both_ways, assert_labelled_polarity,  # noqa: E402
                            assert_many_new, assert_never_held_out, assert_not_merged, assert_not_rewordings,
                            assert_optional_only_when_said, assert_share_half_gives_about_half,
-                           assert_share_one_takes_all, assert_slots_and_constants_own, gen)
+                           assert_share_one_takes_all, assert_share_zero_changes_no_byte,
+                           assert_slots_and_constants_own)
 
 
 def test_many_new_distinct_structures_for_every_tool():
@@ -101,20 +102,8 @@ def test_on_off_tools_are_covered_both_ways():
 # --- the datagen share ---
 
 def test_share_zero_draws_nothing_and_changes_no_byte(tmp_path, monkeypatch):
-    """The data as it was before round 5: its draw replaced by a stub that draws nothing.
-    The real one at share 0 (the default) must write the same bytes: a single stray draw
-    would move every later one."""
-    drills = dict(noise=0.3, compose=0.3, swap=0.3, front=0.2, fold_val=0.1)
-    real = datagen._round5
-    monkeypatch.setattr(datagen, "_round5", lambda intent, rng, L: None)
-    before = gen(tmp_path / "before"), gen(tmp_path / "before_drills", **drills)
-    monkeypatch.setattr(datagen, "_round5", real)
-    monkeypatch.setattr(datagen, "ROUND5", Poisoned("round 5"))
-    assert gen(tmp_path / "default") == before[0]
-    assert gen(tmp_path / "zero", round5=0.0) == before[0]
-    assert gen(tmp_path / "zero_drills", round5=0.0, **drills) == before[1]
-    lists = datagen.prepared_lists(round5=0.7)
-    assert lists["train"]["_round5"] == 0.7 and lists["val"]["_round5"] == lists["test"]["_round5"] == 0.0
+    """Round 5's draw at share 0 (the default) draws nothing: every split is byte-identical."""
+    assert_share_zero_changes_no_byte(tmp_path, monkeypatch, 5)
 
 
 def test_share_one_uses_only_round5_structures_for_training_requests(tmp_path, monkeypatch):
